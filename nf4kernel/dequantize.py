@@ -1,0 +1,107 @@
+"""``nf4kernel.dequantize``: the public entry, a drop-in for Unsloth's ``fast_dequantize``.
+
+Eager calls go through the launch cache. Under ``torch.compile`` the kernel is a custom op
+(``torch.ops.nf4kernel.dequantize_4bit``): Dynamo traces the state reading and checks, then records
+one opaque op that launches exactly as eager does (fp fusion off), so no graph break and no FMA.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import torch
+
+from . import launch_cache
+from .quant_state import Layout, Tensors4bit, check_out, read, unwrap
+
+_is_compiling = torch.compiler.is_compiling
+
+
+def dequantize(W, quant_state=None, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Dequantize a bitsandbytes 4-bit weight, bit-identical to ``bitsandbytes.functional.dequantize_4bit``.
+
+    ``W`` is a packed tensor with its ``quant_state``, a ``Params4bit`` (state read from it) or a
+    ``Linear4bit``. Returns a ``quant_state.shape`` tensor of ``quant_state.dtype`` (fp16, bf16 or
+    fp32), transposed when ``W`` is the transposed ``[1, n/2]`` packing. ``out=`` writes into a
+    contiguous buffer of that shape, dtype and device.
+    """
+    packed, state = unwrap(W, quant_state)
+    if _is_compiling():
+        return _traced(packed, state, out)
+    return launch_cache.dequantize(packed, state, out)
+
+
+def fast_dequantize(W, quant_state=None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+    """Unsloth's signature, ``out`` positional too: ``fast_dequantize(W, quant_state, out)``."""
+    return dequantize(W, quant_state, out=out)
+
+
+def _traced(packed: torch.Tensor, state, out):
+    tensors, layout = read(packed, state)
+    if out is None:
+        out = torch.ops.nf4kernel.dequantize_4bit(*tensors, *_op_layout(layout))
+    else:
+        check_out(out, layout, packed.device)
+        torch.ops.nf4kernel.dequantize_4bit_out(*tensors, *_op_layout(layout), out)
+    return out.t() if layout.transposed else out
+
+
+def _op_layout(layout: Layout):
+    return layout.blocksize, layout.blocksize2, list(layout.shape), layout.dtype
+
+
+def _layout(blocksize, blocksize2, shape, dtype) -> Layout:
+    n_elements = 1
+    for size in shape:
+        n_elements *= size
+    n_blocks = -(-n_elements // blocksize)
+    return Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, n_blocks, False)
+
+
+@torch.library.custom_op("nf4kernel::dequantize_4bit", mutates_args=())
+def _dequantize_op(
+    packed: torch.Tensor,
+    absmax: torch.Tensor,
+    code: torch.Tensor,
+    code2: Optional[torch.Tensor],
+    absmax2: Optional[torch.Tensor],
+    offset: Optional[torch.Tensor],
+    blocksize: int,
+    blocksize2: int,
+    shape: list[int],
+    dtype: torch.dtype,
+) -> torch.Tensor:
+    layout = _layout(blocksize, blocksize2, shape, dtype)
+    out = torch.empty(layout.shape, dtype=dtype, device=packed.device)
+    if layout.n_elements:
+        launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+    return out
+
+
+@_dequantize_op.register_fake
+def _(packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype):
+    return packed.new_empty(shape, dtype=dtype)
+
+
+@torch.library.custom_op("nf4kernel::dequantize_4bit_out", mutates_args=("out",))
+def _dequantize_out_op(
+    packed: torch.Tensor,
+    absmax: torch.Tensor,
+    code: torch.Tensor,
+    code2: Optional[torch.Tensor],
+    absmax2: Optional[torch.Tensor],
+    offset: Optional[torch.Tensor],
+    blocksize: int,
+    blocksize2: int,
+    shape: list[int],
+    dtype: torch.dtype,
+    out: torch.Tensor,
+) -> None:
+    layout = _layout(blocksize, blocksize2, shape, dtype)
+    if layout.n_elements:
+        launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+
+
+@_dequantize_out_op.register_fake
+def _(packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype, out):
+    return None

@@ -1,0 +1,211 @@
+"""The launch cache: the first call for a weight checks it and launches through Triton; later calls
+for the same, unchanged weight launch the compiled kernel directly.
+
+Host cost is most of a call on small weights (Triton's own launch path binds and specializes every
+argument, about as long as the kernel runs), so a plan keeps what the first call worked out:
+
+* It is keyed on the QuantState object (by id, with a weak reference so a freed state drops its
+  plan and an id reused by a new object never matches).
+* It is valid only while the weight is unchanged: every call re-reads the *key* (the data
+  pointers, shapes, dtypes and blocksizes of the weight and its state) and compares it with the
+  one the plan was made for. A weight or state tensor that was replaced, moved to another device
+  or re-quantized has another key, and the call takes the checked path and makes a new plan.
+* It holds integers and the compiled kernel, never a tensor: it pins nothing in memory.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+import triton
+
+from . import kernel as K
+from .quant_state import Layout, Tensors4bit, check_out, read, tensors_of
+
+_PLANS: dict[int, "Plan"] = {}
+
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_current_device = getattr(torch._C, "_cuda_getDevice", None)
+_runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
+# Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.launch).
+_direct_launch = _raw_stream is not None
+
+
+def key_of(packed: torch.Tensor, state) -> tuple:
+    """Everything a plan depends on, cheap to read: pointers, shapes, dtypes, blocksizes."""
+    key = (
+        packed.data_ptr(),
+        packed.get_device(),
+        packed.dtype,
+        packed.shape,
+        state.absmax.data_ptr(),
+        state.code.data_ptr(),
+        state.shape,
+        state.dtype,
+        state.blocksize,
+        state.quant_type,
+    )
+    if state.nested:
+        state2 = state.state2
+        key += (state2.absmax.data_ptr(), state2.code.data_ptr(), state2.blocksize, state.offset.data_ptr())
+    return key
+
+
+def _hooks_active() -> bool:
+    # Profilers (e.g. proton) hook Triton's launches; those calls keep Triton's own launch path.
+    if _runtime_knobs is None:
+        return False
+    enter, exit_ = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
+    return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
+
+
+def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool):
+    """(grid, positional args, constexprs, options) for one launch."""
+    n_bytes = (layout.n_elements + 1) // 2
+    rows, num_warps = K.tile_shape(n_bytes, layout.blocksize, interpreted)
+    absmax = tensors.absmax
+    # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
+    args = (
+        tensors.packed,
+        absmax,
+        tensors.code,
+        absmax if tensors.code2 is None else tensors.code2,
+        absmax if tensors.absmax2 is None else tensors.absmax2,
+        absmax if tensors.offset is None else tensors.offset,
+        out,
+        layout.n_elements,
+        layout.n_blocks,
+    )
+    constexprs = {
+        "BLOCKSIZE": layout.blocksize,
+        "BLOCKSIZE2": max(layout.blocksize2, 1),
+        "NESTED": layout.nested,
+        "ROWS": rows,
+        "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
+        "EVICT": "" if interpreted else K.EVICT_POLICY,
+    }
+    grid = (-(-layout.n_blocks // rows),)
+    return grid, args, constexprs, K.launch_options(num_warps)
+
+
+def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
+    """Launch through Triton's own path. Returns (compiled kernel or None in the interpreter, grid,
+    constexprs): what a plan needs to repeat the launch."""
+    device = out.device
+    interpreted = device.type == "cpu" or K.dequantize_4bit_kernel is K.interpreted_kernel
+    kernel = K.interpreted_kernel if interpreted else K.dequantize_4bit_kernel
+    grid, args, constexprs, options = kernel_arguments(tensors, layout, out, interpreted)
+    compiled = None
+    if device.type == "cuda":
+        with torch.cuda.device(device):
+            compiled = kernel[grid](*args, **constexprs, **options)
+    else:
+        kernel[grid](*args, **constexprs, **options)
+    return (None if interpreted else compiled), grid, constexprs
+
+
+class Plan:
+    """One weight's launch, ready to repeat while its key is unchanged."""
+
+    __slots__ = ("state_ref", "key", "layout", "device", "device_index", "launcher", "grid", "tail")
+
+    def __init__(self, state, key, layout: Layout, device: torch.device, compiled, grid, constexprs):
+        self.key = key
+        self.layout = layout
+        self.device = device
+        self.device_index = device.index
+        self.grid = grid[0]
+        self.launcher = None
+        if compiled is not None and _direct_launch:
+            # Triton's launcher takes every kernel parameter in order, the constexprs last.
+            self.launcher = (compiled.run, compiled.function, compiled.packed_metadata)
+            self.tail = tuple(constexprs.values())
+        self.state_ref = weakref.ref(state, _forgetter(id(state)))
+
+    def accepts(self, out) -> bool:
+        layout = self.layout
+        return (
+            out.dtype == layout.dtype
+            and out.shape == layout.shape
+            and out.is_contiguous()
+            and out.device == self.device
+            and out.data_ptr() % 16 == 0  # the compiled kernel assumes the alignment it was built for
+        )
+
+    def run(self, packed, state, key, out):
+        layout = self.layout
+        if out is None:
+            out = torch.empty(layout.shape, dtype=layout.dtype, device=self.device)
+        elif not self.accepts(out):
+            return None
+        if layout.n_elements:
+            if self.launcher is None or _hooks_active() or not self.launch(key, out):
+                launch(tensors_of(packed, state), layout, out)
+        return out.t() if layout.transposed else out
+
+    def launch(self, key, out) -> bool:
+        global _direct_launch
+        run, function, metadata = self.launcher
+        ptr = key[4]
+        if self.layout.nested:
+            pointers = (key[0], ptr, key[5], key[11], key[10], key[13])
+        else:
+            pointers = (key[0], ptr, key[5], ptr, ptr, ptr)
+        index = self.device_index
+        try:
+            if _current_device() == index:
+                run(self.grid, 1, 1, _raw_stream(index), function, metadata, None, None, None,
+                    *pointers, out.data_ptr(), self.layout.n_elements, self.layout.n_blocks, *self.tail)
+            else:
+                with torch.cuda.device(index):
+                    run(self.grid, 1, 1, _raw_stream(index), function, metadata, None, None, None,
+                        *pointers, out.data_ptr(), self.layout.n_elements, self.layout.n_blocks, *self.tail)
+        except TypeError:
+            # This Triton's launcher takes other arguments (it checks them before launching): use
+            # Triton's own path from now on.
+            _direct_launch = False
+            self.launcher = None
+            return False
+        return True
+
+
+def _forgetter(state_id: int):
+    """Weak-reference callback: drops the plan of a state that is being freed."""
+
+    def forget(ref) -> None:
+        plan = _PLANS.get(state_id)
+        if plan is not None and plan.state_ref is ref:
+            del _PLANS[state_id]
+
+    return forget
+
+
+def dequantize(packed: torch.Tensor, state, out):
+    """The eager entry: a planned launch when the weight is unchanged, else the checked path."""
+    plan = _PLANS.get(id(state))
+    if plan is not None and plan.state_ref() is state:
+        try:
+            key = key_of(packed, state)
+        except AttributeError:
+            key = None
+        if key == plan.key:
+            result = plan.run(packed, state, key, out)
+            if result is not None:
+                return result
+    return _checked(packed, state, out)
+
+
+def _checked(packed: torch.Tensor, state, out):
+    tensors, layout = read(packed, state)
+    device = packed.device
+    if out is None:
+        out = torch.empty(layout.shape, dtype=layout.dtype, device=device)
+    else:
+        check_out(out, layout, device)
+    if layout.n_elements == 0:
+        return out.t() if layout.transposed else out
+    compiled, grid, constexprs = launch(tensors, layout, out)
+    if out.data_ptr() % 16 == 0:  # a plan's launches assume the alignment this one was compiled for
+        _PLANS[id(state)] = Plan(state, key_of(packed, state), layout, device, compiled, grid, constexprs)
+    return out.t() if layout.transposed else out

@@ -1,0 +1,29 @@
+"""A readable pure-torch NF4/FP4 dequantization, for reading beside the kernel and for the tests.
+
+It spells out the arithmetic that ``kernel.py`` does and that bitsandbytes does, with the same fp32
+roundings in the same order; torch's casts round to nearest even. It is not the fast path.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .quant_state import read
+
+
+def dequantize_reference(packed: torch.Tensor, quant_state) -> torch.Tensor:
+    """``quant_state.shape``-shaped ``quant_state.dtype`` tensor: what bitsandbytes' dequantize_4bit returns
+    (before its transpose of a ``[1, n/2]`` packed weight)."""
+    t, layout = read(packed, quant_state)
+    absmax = t.absmax
+    if layout.nested:
+        # Second level: uint8 index into code2, times the absmax2 of its group; rounded, then + offset.
+        group = torch.arange(layout.n_blocks, device=absmax.device) // layout.blocksize2
+        absmax = t.code2[absmax.long()] * t.absmax2[group]
+        absmax = absmax + t.offset
+    # First level: two 4-bit codes per byte, the high nibble first.
+    codes = t.packed.reshape(-1).view(torch.uint8)
+    nibbles = torch.stack((codes >> 4, codes & 15), dim=-1).reshape(-1)[: layout.n_elements]
+    block = torch.arange(layout.n_elements, device=codes.device) // layout.blocksize
+    values = t.code[nibbles.long()] * absmax[block]
+    return values.to(layout.dtype).reshape(layout.shape)
