@@ -1,0 +1,111 @@
+"""Shared fixtures: devices, a fresh Triton cache, and 4-bit weights made by bitsandbytes (the oracle)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+GPU_REASON = "needs a CUDA GPU (none here: the CPU runs of these tests use the Triton interpreter)"
+requires_gpu = pytest.mark.skipif(not HAS_CUDA, reason=GPU_REASON)
+
+# Every device test runs on the CPU (the kernel in Triton's interpreter) and, where there is one, the GPU.
+DEVICES = [
+    pytest.param("cpu", marks=pytest.mark.interpreter, id="cpu-interpreter"),
+    pytest.param("cuda", marks=[pytest.mark.gpu, requires_gpu], id="cuda"),
+]
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("gpu") and not HAS_CUDA:
+            item.add_marker(pytest.mark.skip(reason=GPU_REASON))
+
+
+@pytest.fixture(params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def fresh_triton_cache(tmp_path, monkeypatch):
+    """An empty Triton cache for this test: what it compiles can't come from an earlier run."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache"))
+    return tmp_path / "triton-cache"
+
+
+def make_weight(
+    shape,
+    dtype=torch.bfloat16,
+    *,
+    quant_type="nf4",
+    nested=True,
+    blocksize=64,
+    storage=torch.uint8,
+    device="cpu",
+    seed=0,
+):
+    """A random weight quantized by bitsandbytes: (packed, QuantState)."""
+    import bitsandbytes.functional as F
+
+    generator = torch.Generator().manual_seed(seed)
+    weight = torch.randn(shape, generator=generator).to(dtype).to(device)
+    return F.quantize_4bit(
+        weight, blocksize=blocksize, compress_statistics=nested, quant_type=quant_type, quant_storage=storage
+    )
+
+
+def bnb_dequantize(packed, state):
+    """The oracle: bitsandbytes' own dequantize_4bit.
+
+    One exception, on the CPU: bitsandbytes 0.50.2's C++ CPU kernel restarts the blocks at every row,
+    so when a row's length is not a multiple of the blocksize it reads the wrong absmax (its own
+    quantize_4bit and its CUDA kernel block the flat tensor). There the oracle is bitsandbytes' own
+    pure-torch kernel (``backends/default``), which it also uses on the CPU for odd row lengths.
+    """
+    import bitsandbytes.functional as F
+
+    if packed.device.type != "cpu" or state.shape[-1] % state.blocksize == 0:
+        return F.dequantize_4bit(packed, state)
+    from bitsandbytes.backends.default.ops import _dequantize_4bit_compute
+
+    absmax = state.absmax
+    if state.nested:
+        absmax = F.dequantize_blockwise(state.absmax, state.state2) + state.offset
+    codes = packed.reshape(-1).view(torch.uint8)
+    code = F.get_4bit_type(state.quant_type, device=packed.device)
+    out = _dequantize_4bit_compute(codes, absmax.float(), code, state.blocksize, state.shape, state.dtype)
+    return out.t() if packed.shape[0] == 1 else out
+
+
+def tensors_in(obj) -> dict:
+    """Every tensor a weight/state holds, by name: to check that a call modified none of them."""
+    found = {}
+    if isinstance(obj, torch.Tensor):
+        found["tensor"] = obj
+        obj = getattr(obj, "quant_state", None)
+    if obj is None:
+        return found
+    for name in ("absmax", "code", "offset"):
+        value = getattr(obj, name, None)
+        if isinstance(value, torch.Tensor):
+            found[name] = value
+    state2 = getattr(obj, "state2", None)
+    if state2 is not None:
+        found["state2.absmax"] = state2.absmax
+        found["state2.code"] = state2.code
+    return found
+
+
+def snapshot(*objs) -> list:
+    return [(t, t.clone(), t.data_ptr()) for obj in objs for t in tensors_in(obj).values()]
+
+
+def _bytes(tensor):
+    return tensor.reshape(-1).view(torch.uint8)  # float storage may hold NaN patterns: compare bits
+
+
+def assert_unmodified(snap) -> None:
+    for tensor, copy, pointer in snap:
+        assert tensor.data_ptr() == pointer
+        assert torch.equal(_bytes(tensor), _bytes(copy)), "an input tensor was modified"

@@ -1,0 +1,153 @@
+"""nf4kernel.dequantize is bit-identical (torch.equal) to bitsandbytes.functional.dequantize_4bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from conftest import assert_unmodified, bnb_dequantize, make_weight, requires_gpu, snapshot
+
+import nf4kernel
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+BLOCKSIZES = [32, 64, 128, 256, 512, 1024, 2048, 4096]
+SHAPES = [
+    (64, 96),  # a multiple of every small blocksize
+    (33, 77),  # odd element count: the last byte holds one code
+    (7, 300),  # not a multiple of the blocksize: a short last block
+]
+
+
+def check(packed, state, **kwargs):
+    snap = snapshot(packed, state)
+    expected = bnb_dequantize(packed, state)
+    got = nf4kernel.dequantize(packed, state, **kwargs)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    assert torch.equal(got, expected)
+    assert_unmodified(snap)
+    return got
+
+
+@pytest.mark.parametrize("blocksize", BLOCKSIZES)
+@pytest.mark.parametrize("nested", [False, True], ids=["absmax-fp32", "absmax-nested"])
+@pytest.mark.parametrize("quant_type", ["nf4", "fp4"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_matches_bitsandbytes(device, shape, dtype, quant_type, nested, blocksize):
+    packed, state = make_weight(shape, dtype, quant_type=quant_type, nested=nested, blocksize=blocksize, device=device)
+    check(packed, state)
+
+
+@pytest.mark.parametrize("storage", [torch.float16, torch.bfloat16, torch.float32], ids=str)
+@pytest.mark.parametrize("nested", [False, True], ids=["absmax-fp32", "absmax-nested"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_float_quant_storage(device, dtype, nested, storage):
+    # FSDP-style packing: the codes live in a float tensor; the kernel reads its bytes.
+    packed, state = make_weight((64, 96), dtype, nested=nested, storage=storage, device=device)
+    assert packed.dtype == storage
+    check(packed, state)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_one_dimensional_and_three_dimensional_shapes(device, dtype):
+    for shape in [(4099,), (3, 5, 64)]:
+        packed, state = make_weight(shape, dtype, device=device)
+        check(packed, state)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_params4bit_and_linear4bit(device, dtype):
+    import bitsandbytes as bnb
+
+    layer = bnb.nn.Linear4bit(96, 40, bias=False, compute_dtype=dtype, compress_statistics=True, quant_type="nf4")
+    layer = layer.to(device)
+    layer.weight.quant_state.dtype = dtype  # as Unsloth and the puzzle set it
+    expected = bnb_dequantize(layer.weight, layer.weight.quant_state)
+    assert torch.equal(nf4kernel.dequantize(layer.weight), expected)
+    assert torch.equal(nf4kernel.dequantize(layer), expected)
+    assert torch.equal(nf4kernel.dequantize(layer.weight, layer.weight.quant_state), expected)
+    # Unsloth's positional signature: fast_dequantize(W, quant_state, out)
+    out = torch.empty_like(expected)
+    assert nf4kernel.fast_dequantize(layer.weight, layer.weight.quant_state, out) is out
+    assert torch.equal(out, expected)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_transposed_packed_weight_returns_transposed(device, dtype):
+    packed, state = make_weight((48, 80), dtype, device=device)
+    expected = bnb_dequantize(packed.t(), state)
+    assert expected.shape == (80, 48)
+    got = check(packed.t(), state)
+    assert got.shape == (80, 48)
+    out = torch.empty((48, 80), dtype=dtype, device=device)
+    got = nf4kernel.dequantize(packed.t(), state, out=out)
+    assert got.data_ptr() == out.data_ptr() and torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_out_buffer_is_written_and_returned(device, dtype):
+    packed, state = make_weight((40, 64), dtype, device=device)
+    out = torch.full((40, 64), float("nan"), dtype=dtype, device=device)
+    got = nf4kernel.dequantize(packed, state, out=out)
+    assert got is out
+    assert torch.equal(out, bnb_dequantize(packed, state))
+
+
+def test_zero_element_weight_returns_empty(device):
+    import bitsandbytes.functional as F
+
+    for nested in (False, True):
+        state = F.QuantState(
+            absmax=torch.empty(0, dtype=torch.uint8 if nested else torch.float32, device=device),
+            shape=torch.Size([0, 64]),
+            dtype=torch.bfloat16,
+            blocksize=64,
+            code=F.get_4bit_type("nf4", device=device),
+            quant_type="nf4",
+            offset=torch.zeros((), device=device) if nested else None,
+            state2=F.QuantState(
+                absmax=torch.empty(0, device=device), code=F.create_dynamic_map().to(device), blocksize=256
+            )
+            if nested
+            else None,
+        )
+        got = nf4kernel.dequantize(torch.empty((0, 1), dtype=torch.uint8, device=device), state)
+        assert got.shape == (0, 64) and got.dtype == torch.bfloat16 and got.device.type == device
+
+
+@requires_gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((2048, 8192), torch.float16), ((1024, 4096), torch.bfloat16), ((4096, 14336), torch.bfloat16),
+     ((14336, 4096), torch.bfloat16), ((8192, 2048), torch.float16)],
+    ids=str,
+)
+@pytest.mark.parametrize("nested", [True, False], ids=["absmax-nested", "absmax-fp32"])
+def test_realistic_shapes_on_gpu(shape, dtype, nested):
+    packed, state = make_weight(shape, dtype, nested=nested, device="cuda")
+    check(packed, state)
+    check(packed, state)  # the planned (cached) launch as well as the first
+
+
+@requires_gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("blocksize", BLOCKSIZES)
+@pytest.mark.parametrize("quant_type", ["nf4", "fp4"])
+def test_realistic_blocksizes_on_gpu(quant_type, blocksize):
+    for dtype in (torch.float16, torch.bfloat16):
+        packed, state = make_weight((1024, 4096 + 96), dtype, quant_type=quant_type, blocksize=blocksize, device="cuda")
+        check(packed, state)
+        check(packed, state)
+
+
+def test_reference_matches_bitsandbytes():
+    # The readable pure-torch reference says the same thing as the oracle, on the same matrix.
+    for dtype in DTYPES:
+        for quant_type in ("nf4", "fp4"):
+            for nested in (False, True):
+                for blocksize in (32, 64, 4096):
+                    for shape in SHAPES:
+                        packed, state = make_weight(shape, dtype, quant_type=quant_type, nested=nested,
+                                                    blocksize=blocksize)
+                        expected = bnb_dequantize(packed, state)
+                        assert torch.equal(nf4kernel.dequantize_reference(packed, state), expected)
