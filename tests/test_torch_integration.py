@@ -1,0 +1,114 @@
+"""torch.compile(fullgraph=True), CUDA-graph capture, non-default streams and other devices."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from conftest import HAS_CUDA, bnb_dequantize, make_weight
+
+import nf4kernel
+
+requires_two_gpus = pytest.mark.skipif(
+    not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs (a weight on cuda:1 while cuda:0 is current)"
+)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
+def test_torch_compile_fullgraph(device, dtype):
+    import bitsandbytes as bnb
+
+    torch._dynamo.reset()
+    layer = bnb.nn.Linear4bit(128, 64, bias=False, compute_dtype=dtype, compress_statistics=True, quant_type="nf4")
+    layer = layer.to(device)
+    layer.weight.quant_state.dtype = dtype
+    expected = bnb_dequantize(layer.weight, layer.weight.quant_state)
+    x = torch.randn(8, 128, dtype=dtype, device=device)
+
+    def forward(x):
+        return x @ nf4kernel.dequantize(layer.weight).t()
+
+    def into_buffer(out):
+        return nf4kernel.dequantize(layer.weight, layer.weight.quant_state, out=out)
+
+    compiled = torch.compile(forward, fullgraph=True)
+    assert torch.equal(compiled(x), x @ expected.t())
+    buffer = torch.empty_like(expected)
+    assert torch.equal(torch.compile(into_buffer, fullgraph=True)(buffer), expected)
+    assert torch.equal(buffer, expected)
+    # The transposed packing (Unsloth's backward) also traces.
+    transposed = torch.compile(lambda: nf4kernel.dequantize(layer.weight.t(), layer.weight.quant_state), fullgraph=True)
+    assert torch.equal(transposed(), expected.t())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for CUDA-graph capture")
+def test_cuda_graph_capture_and_replay():
+    packed, state = make_weight((1024, 4096), device="cuda", seed=1)
+    state = copy.deepcopy(state)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm up (compile, plan) off the capture, as for any kernel
+        nf4kernel.dequantize(packed, state)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = nf4kernel.dequantize(packed, state)
+    # New weights in the captured buffers: a replay must dequantize them.
+    new_packed, new_state = make_weight((1024, 4096), device="cuda", seed=2)
+    packed.copy_(new_packed)
+    state.absmax.copy_(new_state.absmax)
+    state.state2.absmax.copy_(new_state.state2.absmax)
+    state.offset.copy_(new_state.offset)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, bnb_dequantize(new_packed, new_state))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for torch.compile's CUDA graphs")
+def test_torch_compile_reduce_overhead():
+    torch._dynamo.reset()
+    packed, state = make_weight((1024, 4096), device="cuda")
+    expected = bnb_dequantize(packed, state)
+    compiled = torch.compile(lambda: nf4kernel.dequantize(packed, state) * 1, mode="reduce-overhead", fullgraph=True)
+    for _ in range(3):
+        assert torch.equal(compiled(), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for streams")
+def test_runs_on_the_current_non_default_stream():
+    packed, state = make_weight((2048, 4096), device="cuda", seed=1)
+    state = copy.deepcopy(state)
+    nf4kernel.dequantize(packed, state)  # plan it
+    new_packed, new_state = make_weight((2048, 4096), device="cuda", seed=2)
+    torch.cuda.synchronize()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        # The new weight lands on `stream` late: a launch on any other stream would read the old one.
+        torch.cuda._sleep(100_000_000)
+        packed.copy_(new_packed)
+        state.absmax.copy_(new_state.absmax)
+        state.state2.absmax.copy_(new_state.state2.absmax)
+        state.offset.copy_(new_state.offset)
+        got = nf4kernel.dequantize(packed, state)
+    stream.synchronize()
+    assert torch.equal(got, bnb_dequantize(new_packed, new_state))
+
+
+@pytest.mark.gpu
+@requires_two_gpus
+def test_weight_on_another_gpu_than_the_current_one():
+    packed, state = make_weight((1024, 4096), device="cuda:1")
+    expected = bnb_dequantize(packed, state)
+    with torch.cuda.device(0):
+        for _ in range(2):  # the checked launch, then the planned one
+            got = nf4kernel.dequantize(packed, state)
+            assert got.device == torch.device("cuda:1")
+            assert torch.equal(got, expected)
+        state.to("cuda:0")
+        got = nf4kernel.dequantize(packed.to("cuda:0"), state)
+        assert got.device == torch.device("cuda:0") and torch.equal(got.cpu(), expected.cpu())
