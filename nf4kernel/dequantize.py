@@ -7,8 +7,6 @@ one opaque op that launches exactly as eager does (fp fusion off), so no graph b
 
 from __future__ import annotations
 
-from typing import Optional
-
 import torch
 
 from . import launch_cache
@@ -17,7 +15,7 @@ from .quant_state import Layout, Tensors4bit, check_out, read, unwrap
 _is_compiling = torch.compiler.is_compiling
 
 
-def dequantize(W, quant_state=None, *, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     """Dequantize a bitsandbytes 4-bit weight, bit-identical to ``bitsandbytes.functional.dequantize_4bit``.
 
     ``W`` is a packed tensor with its ``quant_state``, a ``Params4bit`` (state read from it) or a
@@ -31,7 +29,7 @@ def dequantize(W, quant_state=None, *, out: Optional[torch.Tensor] = None) -> to
     return launch_cache.dequantize(packed, state, out)
 
 
-def fast_dequantize(W, quant_state=None, out: Optional[torch.Tensor] = None) -> torch.Tensor:
+def fast_dequantize(W, quant_state=None, out: torch.Tensor | None = None) -> torch.Tensor:
     """Unsloth's signature, ``out`` positional too: ``fast_dequantize(W, quant_state, out)``."""
     return dequantize(W, quant_state, out=out)
 
@@ -63,9 +61,9 @@ def _dequantize_op(
     packed: torch.Tensor,
     absmax: torch.Tensor,
     code: torch.Tensor,
-    code2: Optional[torch.Tensor],
-    absmax2: Optional[torch.Tensor],
-    offset: Optional[torch.Tensor],
+    code2: torch.Tensor | None,
+    absmax2: torch.Tensor | None,
+    offset: torch.Tensor | None,
     blocksize: int,
     blocksize2: int,
     shape: list[int],
@@ -88,9 +86,9 @@ def _dequantize_out_op(
     packed: torch.Tensor,
     absmax: torch.Tensor,
     code: torch.Tensor,
-    code2: Optional[torch.Tensor],
-    absmax2: Optional[torch.Tensor],
-    offset: Optional[torch.Tensor],
+    code2: torch.Tensor | None,
+    absmax2: torch.Tensor | None,
+    offset: torch.Tensor | None,
     blocksize: int,
     blocksize2: int,
     shape: list[int],

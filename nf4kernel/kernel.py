@@ -97,9 +97,7 @@ def tile_shape(n_bytes: int, blocksize: int, interpreted: bool) -> tuple[int, in
     if interpreted:
         target, num_warps = INTERPRETER_TILE_BYTES, 1
     else:
-        for limit, target, num_warps in GPU_TILES:
-            if limit is None or n_bytes <= limit:
-                break
+        target, num_warps = next((t, w) for limit, t, w in GPU_TILES if limit is None or n_bytes <= limit)
     return max(1, target // (blocksize // 2)), num_warps
 
 

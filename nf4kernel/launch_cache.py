@@ -23,7 +23,7 @@ import triton
 from . import kernel as K
 from .quant_state import Layout, Tensors4bit, check_out, read, tensors_of
 
-_PLANS: dict[int, "Plan"] = {}
+_PLANS: dict[int, Plan] = {}
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
@@ -108,7 +108,7 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
 class Plan:
     """One weight's launch, ready to repeat while its key is unchanged."""
 
-    __slots__ = ("state_ref", "key", "layout", "device", "device_index", "launcher", "grid", "tail")
+    __slots__ = ("device", "device_index", "grid", "key", "launcher", "layout", "state_ref", "tail")
 
     def __init__(self, state, key, layout: Layout, device: torch.device, compiled, grid, constexprs):
         self.key = key
@@ -155,12 +155,40 @@ class Plan:
         index = self.device_index
         try:
             if _current_device() == index:
-                run(self.grid, 1, 1, _raw_stream(index), function, metadata, None, None, None,
-                    *pointers, out.data_ptr(), self.layout.n_elements, self.layout.n_blocks, *self.tail)
+                run(
+                    self.grid,
+                    1,
+                    1,
+                    _raw_stream(index),
+                    function,
+                    metadata,
+                    None,
+                    None,
+                    None,
+                    *pointers,
+                    out.data_ptr(),
+                    self.layout.n_elements,
+                    self.layout.n_blocks,
+                    *self.tail,
+                )
             else:
                 with torch.cuda.device(index):
-                    run(self.grid, 1, 1, _raw_stream(index), function, metadata, None, None, None,
-                        *pointers, out.data_ptr(), self.layout.n_elements, self.layout.n_blocks, *self.tail)
+                    run(
+                        self.grid,
+                        1,
+                        1,
+                        _raw_stream(index),
+                        function,
+                        metadata,
+                        None,
+                        None,
+                        None,
+                        *pointers,
+                        out.data_ptr(),
+                        self.layout.n_elements,
+                        self.layout.n_blocks,
+                        *self.tail,
+                    )
         except TypeError:
             # This Triton's launcher takes other arguments (it checks them before launching): use
             # Triton's own path from now on.

@@ -7,7 +7,7 @@ modified. This is the slow path: the launch cache (``launch_cache.py``) runs it 
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import torch
 
@@ -22,9 +22,9 @@ class Tensors4bit(NamedTuple):
     packed: torch.Tensor  # packed codes, any storage dtype
     absmax: torch.Tensor  # fp32, or uint8 when nested
     code: torch.Tensor  # fp32 [16]
-    code2: Optional[torch.Tensor]  # fp32 [256], nested only
-    absmax2: Optional[torch.Tensor]  # fp32, nested only
-    offset: Optional[torch.Tensor]  # fp32, one element, nested only
+    code2: torch.Tensor | None  # fp32 [256], nested only
+    absmax2: torch.Tensor | None  # fp32, nested only
+    offset: torch.Tensor | None  # fp32, one element, nested only
 
 
 class Layout(NamedTuple):
@@ -97,7 +97,9 @@ def _blocksize(name, value, allowed) -> int:
 def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
     """Check ``packed`` against ``state`` and return what the kernel needs."""
     if isinstance(state, (list, tuple)):
-        raise TypeError("nf4kernel: the legacy list form of quant_state is not supported; pass a bitsandbytes QuantState")
+        raise TypeError(
+            "nf4kernel: the legacy list form of quant_state is not supported; pass a bitsandbytes QuantState"
+        )
     for field in ("absmax", "shape", "dtype", "blocksize", "code", "quant_type", "nested"):
         if not hasattr(state, field):
             raise TypeError(f"nf4kernel: quant_state has no '{field}': expected a bitsandbytes QuantState")

@@ -118,8 +118,13 @@ def test_zero_element_weight_returns_empty(device):
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     "shape,dtype",
-    [((2048, 8192), torch.float16), ((1024, 4096), torch.bfloat16), ((4096, 14336), torch.bfloat16),
-     ((14336, 4096), torch.bfloat16), ((8192, 2048), torch.float16)],
+    [
+        ((2048, 8192), torch.float16),
+        ((1024, 4096), torch.bfloat16),
+        ((4096, 14336), torch.bfloat16),
+        ((14336, 4096), torch.bfloat16),
+        ((8192, 2048), torch.float16),
+    ],
     ids=str,
 )
 @pytest.mark.parametrize("nested", [True, False], ids=["absmax-nested", "absmax-fp32"])
@@ -147,7 +152,8 @@ def test_reference_matches_bitsandbytes():
             for nested in (False, True):
                 for blocksize in (32, 64, 4096):
                     for shape in SHAPES:
-                        packed, state = make_weight(shape, dtype, quant_type=quant_type, nested=nested,
-                                                    blocksize=blocksize)
+                        packed, state = make_weight(
+                            shape, dtype, quant_type=quant_type, nested=nested, blocksize=blocksize
+                        )
                         expected = bnb_dequantize(packed, state)
                         assert torch.equal(nf4kernel.dequantize_reference(packed, state), expected)

@@ -11,7 +11,8 @@ from conftest import HAS_CUDA, bnb_dequantize, make_weight
 import nf4kernel
 
 requires_two_gpus = pytest.mark.skipif(
-    not HAS_CUDA or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs (a weight on cuda:1 while cuda:0 is current)"
+    not HAS_CUDA or torch.cuda.device_count() < 2,
+    reason="needs two CUDA GPUs (a weight on cuda:1 while cuda:0 is current)",
 )
 
 

@@ -1,0 +1,163 @@
+"""The Challenge A workload and the timing primitives every report and the gate share.
+
+For each (hd, m, dtype), three ``Linear4bit(compress_statistics=True, quant_type="nf4")`` weights:
+up (hd -> m), gate (hd -> m) and down (m -> hd); each is dequantized, then ``torch.cuda.synchronize()``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+# (hd, m, dtype, seed): the puzzle's three MLPs.
+CHALLENGE_A = (
+    (2048, 8192, torch.float16, 3407),
+    (1024, 4096, torch.bfloat16, 3409),
+    (4096, 14336, torch.bfloat16, 3408),
+)
+ROUNDS_PER_TIMING = 1000
+
+
+@dataclass
+class Mlp4bit:
+    hd: int
+    m: int
+    dtype: torch.dtype
+    layers: tuple  # (up, gate, down) Linear4bit modules
+
+    @property
+    def label(self) -> str:
+        return f"{self.hd}x{self.m} {str(self.dtype).replace('torch.', '')}"
+
+
+def build_mlp(hd: int, m: int, dtype: torch.dtype, seed: int, device: str = "cuda") -> Mlp4bit:
+    import bitsandbytes as bnb
+
+    torch.manual_seed(seed)
+    layers = []
+    for fan_in, fan_out in ((hd, m), (hd, m), (m, hd)):
+        layer = bnb.nn.Linear4bit(
+            fan_in, fan_out, bias=None, compute_dtype=dtype, compress_statistics=True, quant_type="nf4"
+        ).to(device)
+        layer.weight.quant_state.dtype = dtype  # as the puzzle does: dequantize to the compute dtype
+        layers.append(layer)
+    return Mlp4bit(hd, m, dtype, tuple(layers))
+
+
+def challenge_a(device: str = "cuda") -> list[Mlp4bit]:
+    return [build_mlp(hd, m, dtype, seed, device) for hd, m, dtype, seed in CHALLENGE_A]
+
+
+# --- Implementations: each takes a Linear4bit and returns its dequantized weight ------------------
+
+
+def nf4kernel_impl() -> Callable:
+    import nf4kernel
+
+    return nf4kernel.dequantize
+
+
+def bitsandbytes_impl() -> Callable:
+    import bitsandbytes.functional as F
+
+    return lambda layer: F.dequantize_4bit(layer.weight, layer.weight.quant_state)
+
+
+def unsloth_impl() -> Callable:
+    """Unsloth's fast_dequantize. Raises ImportError where unsloth is missing (it needs a GPU)."""
+    import unsloth  # noqa: F401  (unsloth patches on import; the kernel module needs it loaded first)
+    from unsloth.kernels.utils import fast_dequantize
+
+    return lambda layer: fast_dequantize(layer.weight, layer.weight.quant_state)
+
+
+def unsloth_version() -> str:
+    from importlib.metadata import version
+
+    return version("unsloth")
+
+
+# --- Timing ---------------------------------------------------------------------------------------
+
+
+def time_mlp(fn: Callable, mlp: Mlp4bit, rounds: int = ROUNDS_PER_TIMING) -> float:
+    """Seconds for ``rounds`` x (up, gate, down), synchronizing after every call (the puzzle's loop)."""
+    sync = torch.cuda.synchronize
+    up, gate, down = mlp.layers
+    sync()
+    start = time.perf_counter()
+    for _ in range(rounds):
+        fn(up)
+        sync()
+        fn(gate)
+        sync()
+        fn(down)
+        sync()
+    return time.perf_counter() - start
+
+
+def bytes_moved(layer) -> int:
+    """Bytes a one-pass dequantization reads and writes: packed codes, both absmax levels, output."""
+    state = layer.weight.quant_state
+    n = state.shape.numel()
+    total = layer.weight.numel() * layer.weight.element_size() + n * state.dtype.itemsize
+    total += state.absmax.numel() * state.absmax.element_size() + state.code.numel() * 4
+    if state.nested:
+        total += state.state2.absmax.numel() * 4 + state.state2.code.numel() * 4 + 4
+    return total
+
+
+def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 50) -> float:
+    """Device-to-device copy bandwidth in bytes/s (read + written), the ceiling for a streaming kernel."""
+    src = torch.empty(n_bytes, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    return 2 * n_bytes / event_time(lambda: dst.copy_(src), repeats)
+
+
+def event_time(fn: Callable, repeats: int, warmup: int = 5) -> float:
+    """Seconds per call of ``fn``, back to back on the GPU, timed by CUDA events."""
+    for _ in range(warmup):
+        fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(repeats):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / repeats
+
+
+def host_time(fn: Callable, calls: int = 500, warmup: int = 20) -> float:
+    """Seconds of host time per call, back to back: the GPU queue absorbs the launches, so the wall
+    time of the calls (not synchronized) is what the host spends issuing them."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    elapsed = time.perf_counter() - start
+    torch.cuda.synchronize()
+    return elapsed / calls
+
+
+def device_name() -> str:
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+
+
+def interleaved_rounds(impls: dict, mlps: list, rounds: int, calls: int = ROUNDS_PER_TIMING, progress=None) -> dict:
+    """times[name][round][mlp] in seconds. Each round runs every implementation over the whole
+    workload, the order reversed every other round so drift (clocks, heat) hits both alike."""
+    times = {name: [[0.0] * len(mlps) for _ in range(rounds)] for name in impls}
+    for r in range(rounds):
+        order = list(impls) if r % 2 == 0 else list(reversed(impls))
+        for name in order:
+            for i, mlp in enumerate(mlps):
+                times[name][r][i] = time_mlp(impls[name], mlp, calls)
+        if progress is not None:
+            progress(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {sum(times[n][r]):.3f} s" for n in impls))
+    return times

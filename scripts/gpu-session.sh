@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One device-machine session: unpack the offline bundle (bitsandbytes, unsloth, nox, asv for the
+# GPU image's Python 3.12), then run the steps named on the command line, logs under $OUT.
+#   bash scripts/gpu-session.sh env tests sweep perf gate
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" /tmp/site
+[ -d /tmp/site/unsloth ] || tar xzf .gpu-bundle/site.tgz -C /tmp
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
+for step in "$@"; do
+  echo "=== $step"
+  case $step in
+    env)
+      nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
+      python3 -c "import sys, torch, triton, bitsandbytes; print(sys.version.split()[0], torch.__version__, triton.__version__, bitsandbytes.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/env.txt" ;;
+    tests) python3 -m pytest -n 8 -q -p no:cacheprovider tests 2>&1 | tail -n 60 | tee "$OUT/tests.log" ;;
+    sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
+    perf) python3 -m nf4kernel.harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
+    *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
+  esac
+done
