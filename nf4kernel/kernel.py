@@ -8,11 +8,13 @@ Both quantization levels happen in the same program, with bitsandbytes' rounding
 bitsandbytes rounds the nested product before adding the offset; a fused multiply-add would not,
 so every launch passes ``enable_fp_fusion=False`` (see ``launch_options``).
 
-Each program owns ``ROWS`` whole quantization blocks: a ``[ROWS, BLOCKSIZE // 2]`` tile of packed
-bytes whose row ``r`` shares one scale, decoded once per row and broadcast.
+A program handles ``ITERS`` tiles of ``[ROWS, COLS]`` packed bytes. A row (a *segment*) lies inside
+one quantization block, so its scale is decoded once and broadcast along it.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import triton
 import triton.language as tl
@@ -33,43 +35,57 @@ def dequantize_4bit_kernel(
     BLOCKSIZE: tl.constexpr,  # elements per absmax (32 ... 4096, a power of two)
     BLOCKSIZE2: tl.constexpr,  # absmax values per absmax2 (NESTED only)
     NESTED: tl.constexpr,
-    ROWS: tl.constexpr,  # quantization blocks per program (a power of two)
+    ROWS: tl.constexpr,  # segments per tile
+    COLS: tl.constexpr,  # packed bytes per segment: a power of two dividing BLOCKSIZE // 2
+    ITERS: tl.constexpr,  # tiles per program
+    EVEN: tl.constexpr,  # n_elements % BLOCKSIZE == 0: whole blocks, so masks are per segment
+    WIDE: tl.constexpr,  # offsets need 64 bits
     BF16_RNE: tl.constexpr,  # round fp32 -> bf16 by hand: the interpreter's cast truncates
     EVICT: tl.constexpr,  # eviction policy for the streamed weight and output ("" or "evict_first")
 ):
-    HALF: tl.constexpr = BLOCKSIZE // 2
+    SEGMENTS: tl.constexpr = BLOCKSIZE // 2 // COLS  # segments per quantization block
     packed_ptr = packed_ptr.to(tl.pointer_type(tl.uint8))
-    rows = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)
-    row_ok = rows < n_blocks
+    # The codebook lives in registers/shared memory: a gather from it keeps every value in the
+    # thread that loaded its byte (an L1 load would pick its own layout and shuffle through shared).
+    codebook = tl.load(code_ptr + tl.arange(0, 16))
+    program = tl.program_id(0)
+    if WIDE:
+        program = program.to(tl.int64)
+    for i in tl.static_range(ITERS):
+        segment = (program * ITERS + i) * ROWS + tl.arange(0, ROWS)
+        block = segment // SEGMENTS
+        block_ok = block < n_blocks
+        if NESTED:
+            index = tl.load(absmax_ptr + block, mask=block_ok, other=0).to(tl.int32)
+            scale = tl.load(code2_ptr + index, mask=block_ok, other=0.0) * tl.load(
+                absmax2_ptr + block // BLOCKSIZE2, mask=block_ok, other=0.0
+            )
+            scale = scale + tl.load(offset_ptr)
+        else:
+            scale = tl.load(absmax_ptr + block, mask=block_ok, other=0.0)
 
-    if NESTED:
-        index = tl.load(absmax_ptr + rows, mask=row_ok, other=0).to(tl.int32)
-        scale = tl.load(code2_ptr + index, mask=row_ok, other=0.0) * tl.load(
-            absmax2_ptr + rows // BLOCKSIZE2, mask=row_ok, other=0.0
-        )
-        scale = scale + tl.load(offset_ptr)
-    else:
-        scale = tl.load(absmax_ptr + rows, mask=row_ok, other=0.0)
-    scale = scale[:, None]
+        byte = segment[:, None] * COLS + tl.arange(0, COLS)[None, :]
+        if EVEN:
+            codes = tl.load(packed_ptr + byte, mask=block_ok[:, None], other=0, eviction_policy=EVICT)
+        else:
+            codes = tl.load(packed_ptr + byte, mask=byte < (n_elements + 1) // 2, other=0, eviction_policy=EVICT)
+        # join keeps each byte's two codes side by side in its thread, so the reshapes move no data.
+        nibbles = tl.reshape(tl.join(codes >> 4, codes & 15), (ROWS * 2 * COLS,)).to(tl.int32)
+        vals = tl.reshape(tl.gather(codebook, nibbles, 0), (ROWS, 2 * COLS)) * scale[:, None]
 
-    byte = rows[:, None] * HALF + tl.arange(0, HALF)[None, :]
-    codes = tl.load(packed_ptr + byte, mask=byte < (n_elements + 1) // 2, other=0, eviction_policy=EVICT)
-    # The 16-entry codebook stays in L1; masked-off bytes read entry 0, which is never stored.
-    high = tl.load(code_ptr + (codes >> 4).to(tl.int32)) * scale
-    low = tl.load(code_ptr + (codes & 15).to(tl.int32)) * scale
-    # join puts each byte's pair side by side in one thread, so the reshape moves no data.
-    vals = tl.reshape(tl.join(high, low), (ROWS, BLOCKSIZE))
+        if BF16_RNE:
+            # Round to nearest, ties to even, on the fp32 bits; NaN stays a quiet NaN.
+            bits = vals.to(tl.uint32, bitcast=True)
+            bits = tl.where(vals != vals, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
+            result = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+        else:
+            result = vals.to(out_ptr.dtype.element_ty)
 
-    if BF16_RNE:
-        # Round to nearest, ties to even, on the fp32 bits; NaN stays a quiet NaN.
-        bits = vals.to(tl.uint32, bitcast=True)
-        bits = tl.where(vals != vals, 0x7FC00000, bits + 0x7FFF + ((bits >> 16) & 1))
-        result = (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
-    else:
-        result = vals.to(out_ptr.dtype.element_ty)
-
-    elem = rows[:, None] * BLOCKSIZE + tl.arange(0, BLOCKSIZE)[None, :]
-    tl.store(out_ptr + elem, result, mask=elem < n_elements, eviction_policy=EVICT)
+        elem = segment[:, None] * (2 * COLS) + tl.arange(0, 2 * COLS)[None, :]
+        if EVEN:
+            tl.store(out_ptr + elem, result, mask=block_ok[:, None], eviction_policy=EVICT)
+        else:
+            tl.store(out_ptr + elem, result, mask=elem < n_elements, eviction_policy=EVICT)
 
 
 # The same source, run by Triton's CPU interpreter: CPU tensors go through the very kernel above.
@@ -81,24 +97,36 @@ interpreted_kernel = (
 
 
 # --- Tile shape -----------------------------------------------------------------------------------
-# Speed only: every choice below is bit-exact. Picked by benchmarks/sweep_tiles.py on an H100
-# (results in benchmarks/results/); the interpreter wants few, large programs instead.
-GPU_TILES = (
-    # (largest packed size in bytes, packed bytes per program, num_warps)
-    (1 << 20, 1024, 4),
-    (None, 2048, 4),
-)
-INTERPRETER_TILE_BYTES = 1 << 16
+# Speed only: every choice is bit-exact. A tile gives each thread 16 output bytes (one 128-bit store)
+# from the packed bytes it loaded itself, so no value crosses threads between load and store.
+# NUM_WARPS and ITERS were picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/).
+NUM_WARPS = 4
+ITERS = 2
 EVICT_POLICY = ""
+INTERPRETER_TILE_BYTES = 1 << 16  # the interpreter wants few, large programs
 
 
-def tile_shape(n_bytes: int, blocksize: int, interpreted: bool) -> tuple[int, int]:
-    """(ROWS, num_warps) for a weight of ``n_bytes`` packed bytes quantized in ``blocksize`` blocks."""
+class Tile(NamedTuple):
+    rows: int
+    cols: int
+    iters: int
+    num_warps: int
+
+    @property
+    def bytes(self) -> int:  # packed bytes per program
+        return self.rows * self.cols * self.iters
+
+
+def tile_shape(blocksize: int, out_size: int, interpreted: bool, num_warps: int = 0, iters: int = 0) -> Tile:
+    """The tile for a weight quantized in ``blocksize`` blocks, dequantized to ``out_size``-byte values."""
     if interpreted:
-        target, num_warps = INTERPRETER_TILE_BYTES, 1
+        tile_bytes, num_warps, iters = INTERPRETER_TILE_BYTES, 1, 1
     else:
-        target, num_warps = next((t, w) for limit, t, w in GPU_TILES if limit is None or n_bytes <= limit)
-    return max(1, target // (blocksize // 2)), num_warps
+        num_warps = num_warps or NUM_WARPS
+        iters = iters or ITERS
+        tile_bytes = (8 // out_size) * 32 * num_warps  # 16 output bytes per thread
+    cols = min(blocksize // 2, tile_bytes)
+    return Tile(tile_bytes // cols, cols, iters, num_warps)
 
 
 def launch_options(num_warps: int) -> dict:

@@ -60,10 +60,10 @@ def _hooks_active() -> bool:
     return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
 
 
-def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool):
-    """(grid, positional args, constexprs, options) for one launch."""
-    n_bytes = (layout.n_elements + 1) // 2
-    rows, num_warps = K.tile_shape(n_bytes, layout.blocksize, interpreted)
+def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, **tile):
+    """(grid, positional args, constexprs, options) for one launch. ``tile`` overrides the tuned
+    num_warps / iters (the sweep uses it)."""
+    t = K.tile_shape(layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
     absmax = tensors.absmax
     # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
     args = (
@@ -77,16 +77,21 @@ def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, in
         layout.n_elements,
         layout.n_blocks,
     )
+    n_segments = -(-layout.n_elements // (2 * t.cols))
+    grid = (-(-n_segments // (t.rows * t.iters)),)
     constexprs = {
         "BLOCKSIZE": layout.blocksize,
         "BLOCKSIZE2": max(layout.blocksize2, 1),
         "NESTED": layout.nested,
-        "ROWS": rows,
+        "ROWS": t.rows,
+        "COLS": t.cols,
+        "ITERS": t.iters,
+        "EVEN": layout.n_elements % layout.blocksize == 0,
+        "WIDE": grid[0] * 2 * t.bytes >= 2**31,
         "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
         "EVICT": "" if interpreted else K.EVICT_POLICY,
     }
-    grid = (-(-layout.n_blocks // rows),)
-    return grid, args, constexprs, K.launch_options(num_warps)
+    return grid, args, constexprs, K.launch_options(t.num_warps)
 
 
 def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):

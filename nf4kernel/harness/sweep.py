@@ -1,5 +1,6 @@
-"""Tile sweep: times the kernel for each (bytes per program, num_warps, eviction policy) on a few
-weights and prints the fastest. Speed only: each variant is first checked bit-exact.
+"""Tile sweep: times the kernel for each (num_warps, tiles per program, eviction policy) on a few
+weights and prints the fastest. Speed only: each variant is first checked bit-exact. Launches are
+replayed from a CUDA graph, so the times are the GPU's, not Triton's launch path.
 
     python -m nf4kernel.harness.sweep [--json PATH]
 """
@@ -18,18 +19,29 @@ from nf4kernel.harness import workload
 from nf4kernel.quant_state import read
 
 SHAPES = ((14336, 4096, torch.bfloat16), (4096, 1024, torch.bfloat16), (8192, 2048, torch.float16))
-TARGETS = (512, 1024, 2048, 4096, 8192)
-WARPS = (2, 4, 8)
+WARPS = (2, 4, 8, 16)
+ITERS = (1, 2, 4, 8)
 EVICTS = ("", "evict_first")
+GRAPH_LAUNCHES = 20
 
 
-def run_variant(tensors, layout, out, target, num_warps, evict):
-    grid, args, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, interpreted=False)
-    rows = max(1, target // (layout.blocksize // 2))
-    constexprs = {**constexprs, "ROWS": rows, "EVICT": evict}
-    options = {**options, "num_warps": num_warps}
-    grid = (-(-layout.n_blocks // rows),)
+def run_variant(tensors, layout, out, num_warps, iters, evict):
+    grid, args, constexprs, options = launch_cache.kernel_arguments(
+        tensors, layout, out, interpreted=False, num_warps=num_warps, iters=iters
+    )
+    constexprs = {**constexprs, "EVICT": evict}
     return lambda: K.dequantize_4bit_kernel[grid](*args, **constexprs, **options)
+
+
+def graphed(launch):
+    """A CUDA graph of GRAPH_LAUNCHES launches: replaying it times the kernels without host gaps."""
+    launch()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(GRAPH_LAUNCHES):
+            launch()
+    return graph.replay
 
 
 def main(argv=None) -> int:
