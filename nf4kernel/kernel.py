@@ -99,10 +99,13 @@ interpreted_kernel = (
 # --- Tile shape -----------------------------------------------------------------------------------
 # Speed only: every choice is bit-exact. A tile gives each thread 16 output bytes (one 128-bit store)
 # from the packed bytes it loaded itself, so no value crosses threads between load and store.
-# NUM_WARPS and ITERS were picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/).
-NUM_WARPS = 4
-ITERS = 2
-EVICT_POLICY = ""
+# Picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/sweep-h200.json): large weights
+# stream best through small programs that evict early; smaller ones with 4 warps.
+GPU_TILES = (
+    # (packed bytes at least, num_warps, tiles per program, eviction policy)
+    (16 << 20, 2, 2, "evict_first"),
+    (0, 4, 2, ""),
+)
 INTERPRETER_TILE_BYTES = 1 << 16  # the interpreter wants few, large programs
 
 
@@ -111,22 +114,26 @@ class Tile(NamedTuple):
     cols: int
     iters: int
     num_warps: int
+    evict: str
 
     @property
     def bytes(self) -> int:  # packed bytes per program
         return self.rows * self.cols * self.iters
 
 
-def tile_shape(blocksize: int, out_size: int, interpreted: bool, num_warps: int = 0, iters: int = 0) -> Tile:
-    """The tile for a weight quantized in ``blocksize`` blocks, dequantized to ``out_size``-byte values."""
+def tile_shape(n_bytes: int, blocksize: int, out_size: int, interpreted: bool, **override) -> Tile:
+    """The tile for ``n_bytes`` packed bytes in ``blocksize`` blocks, dequantized to ``out_size``-byte
+    values. ``override`` sets num_warps / iters / evict (the sweep uses it)."""
     if interpreted:
-        tile_bytes, num_warps, iters = INTERPRETER_TILE_BYTES, 1, 1
+        tile_bytes, num_warps, iters, evict = INTERPRETER_TILE_BYTES, 1, 1, ""
     else:
-        num_warps = num_warps or NUM_WARPS
-        iters = iters or ITERS
+        num_warps, iters, evict = next(t[1:] for t in GPU_TILES if n_bytes >= t[0])
+        num_warps = override.get("num_warps", num_warps)
+        iters = override.get("iters", iters)
+        evict = override.get("evict", evict)
         tile_bytes = (8 // out_size) * 32 * num_warps  # 16 output bytes per thread
     cols = min(blocksize // 2, tile_bytes)
-    return Tile(tile_bytes // cols, cols, iters, num_warps)
+    return Tile(tile_bytes // cols, cols, iters, num_warps, evict)
 
 
 def launch_options(num_warps: int) -> dict:

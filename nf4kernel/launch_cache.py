@@ -24,6 +24,7 @@ from . import kernel as K
 from .quant_state import Layout, Tensors4bit, check_out, read, tensors_of
 
 _PLANS: dict[int, Plan] = {}
+_plain_tensors = torch._C.DisableTorchFunctionSubclass
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
@@ -34,18 +35,21 @@ _direct_launch = _raw_stream is not None
 
 def key_of(packed: torch.Tensor, state) -> tuple:
     """Everything a plan depends on, cheap to read: pointers, shapes, dtypes, blocksizes."""
-    key = (
-        packed.data_ptr(),
-        packed.get_device(),
-        packed.dtype,
-        packed.shape,
-        state.absmax.data_ptr(),
-        state.code.data_ptr(),
-        state.shape,
-        state.dtype,
-        state.blocksize,
-        state.quant_type,
-    )
+    # Params4bit overrides __torch_function__, which makes each of these reads cost a microsecond
+    # or two; they are plain reads of the tensor, so skip the override.
+    with _plain_tensors():
+        key = (
+            packed.data_ptr(),
+            packed.get_device(),
+            packed.dtype,
+            packed.shape,
+            state.absmax.data_ptr(),
+            state.code.data_ptr(),
+            state.shape,
+            state.dtype,
+            state.blocksize,
+            state.quant_type,
+        )
     if state.nested:
         state2 = state.state2
         key += (state2.absmax.data_ptr(), state2.code.data_ptr(), state2.blocksize, state.offset.data_ptr())
@@ -62,8 +66,8 @@ def _hooks_active() -> bool:
 
 def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, **tile):
     """(grid, positional args, constexprs, options) for one launch. ``tile`` overrides the tuned
-    num_warps / iters (the sweep uses it)."""
-    t = K.tile_shape(layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
+    num_warps / iters / evict (the sweep uses it)."""
+    t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
     absmax = tensors.absmax
     # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
     args = (
@@ -89,7 +93,7 @@ def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, in
         "EVEN": layout.n_elements % layout.blocksize == 0,
         "WIDE": grid[0] * 2 * t.bytes >= 2**31,
         "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
-        "EVICT": "" if interpreted else K.EVICT_POLICY,
+        "EVICT": t.evict,
     }
     return grid, args, constexprs, K.launch_options(t.num_warps)
 
@@ -206,10 +210,10 @@ class Plan:
 def _forgetter(state_id: int):
     """Weak-reference callback: drops the plan of a state that is being freed."""
 
-    def forget(ref) -> None:
-        plan = _PLANS.get(state_id)
+    def forget(ref, plans=_PLANS) -> None:  # bound now: module globals may be gone at exit
+        plan = plans.get(state_id)
         if plan is not None and plan.state_ref is ref:
-            del _PLANS[state_id]
+            del plans[state_id]
 
     return forget
 

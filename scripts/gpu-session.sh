@@ -14,7 +14,7 @@ for step in "$@"; do
     env)
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
       python3 -c "import sys, torch, triton, bitsandbytes; print(sys.version.split()[0], torch.__version__, triton.__version__, bitsandbytes.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/env.txt" ;;
-    tests) python3 -m pytest -n 8 -q -p no:cacheprovider tests 2>&1 | tail -n 60 | tee "$OUT/tests.log" ;;
+    tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short tests > "$OUT/tests.log" 2>&1; tail -n 40 "$OUT/tests.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     perf) python3 -m nf4kernel.harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;

@@ -56,16 +56,19 @@ def make_weight(
 
 
 def bnb_dequantize(packed, state):
-    """The oracle: bitsandbytes' own dequantize_4bit.
+    """The oracle: bitsandbytes' own dequantize_4bit; on the GPU, its CUDA kernel.
 
-    One exception, on the CPU: bitsandbytes 0.50.2's C++ CPU kernel restarts the blocks at every row,
-    so when a row's length is not a multiple of the blocksize it reads the wrong absmax (its own
-    quantize_4bit and its CUDA kernel block the flat tensor). There the oracle is bitsandbytes' own
-    pure-torch kernel (``backends/default``), which it also uses on the CPU for odd row lengths.
+    On the CPU it is bitsandbytes' own pure-torch kernel (``backends/default``, which bitsandbytes
+    itself uses on the CPU for odd row lengths and on devices without a native kernel), with
+    ``dequantize_4bit``'s double-quantization step in front. bitsandbytes 0.50.2's C++ CPU kernel
+    is no oracle: it restarts the blocks at every row, so where a row's length is not a multiple of
+    the blocksize it reads the wrong absmax (its quantize_4bit and its CUDA kernel block the flat
+    tensor), and its AVX-512 build disagreed with its CUDA kernel on an fp16 weight on the GPU
+    machine's CPU.
     """
     import bitsandbytes.functional as F
 
-    if packed.device.type != "cpu" or state.shape[-1] % state.blocksize == 0:
+    if packed.device.type != "cpu":
         return F.dequantize_4bit(packed, state)
     from bitsandbytes.backends.default.ops import _dequantize_4bit_compute
 

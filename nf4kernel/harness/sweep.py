@@ -19,17 +19,16 @@ from nf4kernel.harness import workload
 from nf4kernel.quant_state import read
 
 SHAPES = ((14336, 4096, torch.bfloat16), (4096, 1024, torch.bfloat16), (8192, 2048, torch.float16))
-WARPS = (2, 4, 8, 16)
-ITERS = (1, 2, 4, 8)
+WARPS = (1, 2, 4, 8)
+ITERS = (1, 2, 3, 4)
 EVICTS = ("", "evict_first")
 GRAPH_LAUNCHES = 20
 
 
 def run_variant(tensors, layout, out, num_warps, iters, evict):
     grid, args, constexprs, options = launch_cache.kernel_arguments(
-        tensors, layout, out, interpreted=False, num_warps=num_warps, iters=iters
+        tensors, layout, out, interpreted=False, num_warps=num_warps, iters=iters, evict=evict
     )
-    constexprs = {**constexprs, "EVICT": evict}
     return lambda: K.dequantize_4bit_kernel[grid](*args, **constexprs, **options)
 
 
