@@ -36,3 +36,17 @@ t("torch.empty", lambda: torch.empty(state.shape, dtype=state.dtype, device=plan
 t("hooks_active", launch_cache._hooks_active)
 t("plan.launch (CudaLauncher)", lambda: plan.launch(key, out))
 t("current stream", lambda: torch._C._cuda_getCurrentRawStream(0))
+dev = plan.device
+shape, dtype = state.shape, state.dtype
+t("torch.empty(device=0)", lambda: torch.empty(shape, dtype=dtype, device=0))
+t("torch.empty_strided", lambda: torch.empty_strided(shape, (shape[1], 1), dtype=dtype, device=dev))
+t("out.new_empty", lambda: out.new_empty(shape))
+t("torch.empty(numel).view", lambda: torch.empty(shape.numel(), dtype=dtype, device=dev).view(shape))
+if launcher_c is not None:
+    args = (0, plan.grid, 1, 1, torch._C._cuda_getCurrentRawStream(0), function, run.launch_cooperative_grid,
+            run.launch_pdl, None, None, metadata, None, None, None)
+    ptrs = (key[0], key[4], key[5], key[11], key[10], key[13], out.data_ptr(), plan.layout.n_elements,
+            plan.layout.n_blocks, *plan.tail)
+    print("scratch sizes", run.global_scratch_size, run.profile_scratch_size)
+    t("C launch direct", lambda: launcher_c(*args[1:], *ptrs))
+    t("CudaLauncher.__call__", lambda: run(plan.grid, 1, 1, args[4], function, metadata, None, None, None, *ptrs))
