@@ -16,6 +16,7 @@ argument, about as long as the kernel runs), so a plan keeps what the first call
 from __future__ import annotations
 
 import weakref
+from operator import itemgetter
 
 import torch
 import triton
@@ -29,8 +30,11 @@ _plain_tensors = torch._C.DisableTorchFunctionSubclass
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
 _runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
-# Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.launch).
+# Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.run).
 _direct_launch = _raw_stream is not None
+# The C launcher's argument layout under Triton 3.6's Python wrapper, read from its source; other
+# versions go through the wrapper (CompiledKernel.run), whose signature is stable from 3.3 to 3.9.
+_C_LAUNCH_LAYOUT = triton.__version__.startswith("3.6.")
 
 
 def key_of(packed: torch.Tensor, state) -> tuple:
@@ -114,22 +118,51 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
     return (None if interpreted else compiled), grid, constexprs
 
 
+def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
+    """``launch(key, out, stream)``: the compiled kernel launched with the raw pointers from ``key``,
+    past Triton's argument binding; None where this Triton's launcher can't be called directly.
+
+    Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
+    integers, which it passes through unchecked (a tensor would cost a driver query each)."""
+    if compiled is None or not _direct_launch:
+        return None
+    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    pick = itemgetter(0, 4, 5, 11, 10, 13) if layout.nested else itemgetter(0, 4, 5, 4, 4, 4)
+    tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
+    c_launch = getattr(run, "launch", None)
+    if (
+        _C_LAUNCH_LAYOUT
+        and c_launch is not None
+        and getattr(run, "global_scratch_size", 1) == 0
+        and getattr(run, "profile_scratch_size", 1) == 0
+    ):
+        # Triton 3.6's C entry under its Python CudaLauncher: no scratch to allocate, so call it.
+        cooperative, pdl = run.launch_cooperative_grid, run.launch_pdl
+
+        def launch(key, out, stream):
+            c_launch(grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None,
+                     *pick(key), out.data_ptr(), *tail)  # fmt: skip
+
+        return launch
+
+    def launch(key, out, stream):
+        run(grid, 1, 1, stream, function, metadata, None, None, None, *pick(key), out.data_ptr(), *tail)
+
+    return launch
+
+
 class Plan:
-    """One weight's launch, ready to repeat while its key is unchanged."""
+    """One weight's launch, ready to repeat while its key is unchanged. Holds no tensor."""
 
-    __slots__ = ("device", "device_index", "grid", "key", "launcher", "layout", "state_ref", "tail")
+    __slots__ = ("device", "device_index", "fast", "key", "layout", "state_ref", "strides")
 
-    def __init__(self, state, key, layout: Layout, device: torch.device, compiled, grid, constexprs):
+    def __init__(self, state, key, layout: Layout, device: torch.device, fast):
         self.key = key
         self.layout = layout
         self.device = device
         self.device_index = device.index
-        self.grid = grid[0]
-        self.launcher = None
-        if compiled is not None and _direct_launch:
-            # Triton's launcher takes every kernel parameter in order, the constexprs last.
-            self.launcher = (compiled.run, compiled.function, compiled.packed_metadata)
-            self.tail = tuple(constexprs.values())
+        self.strides = torch.empty(layout.shape, device="meta").stride()
+        self.fast = fast
         self.state_ref = weakref.ref(state, _forgetter(id(state)))
 
     def accepts(self, out) -> bool:
@@ -143,68 +176,31 @@ class Plan:
         )
 
     def run(self, packed, state, key, out):
+        """The result, or None when ``out`` does not suit this plan (the checked path then decides)."""
+        global _direct_launch
         layout = self.layout
         if out is None:
-            out = torch.empty(layout.shape, dtype=layout.dtype, device=self.device)
+            out = torch.empty_strided(layout.shape, self.strides, dtype=layout.dtype, device=self.device)
         elif not self.accepts(out):
             return None
+        fast = self.fast
+        if fast is not None and layout.n_elements and not _hooks_active():
+            index = self.device_index
+            try:
+                if _current_device() == index:
+                    fast(key, out, _raw_stream(index))
+                else:
+                    with torch.cuda.device(index):
+                        fast(key, out, _raw_stream(index))
+                return out.t() if layout.transposed else out
+            except TypeError:
+                # This Triton's launcher takes other arguments; it checks them before launching,
+                # so nothing ran. Use Triton's own path from now on.
+                _direct_launch = False
+                self.fast = None
         if layout.n_elements:
-            if self.launcher is None or _hooks_active() or not self.launch(key, out):
-                launch(tensors_of(packed, state), layout, out)
+            launch(tensors_of(packed, state), layout, out)
         return out.t() if layout.transposed else out
-
-    def launch(self, key, out) -> bool:
-        global _direct_launch
-        run, function, metadata = self.launcher
-        ptr = key[4]
-        if self.layout.nested:
-            pointers = (key[0], ptr, key[5], key[11], key[10], key[13])
-        else:
-            pointers = (key[0], ptr, key[5], ptr, ptr, ptr)
-        index = self.device_index
-        try:
-            if _current_device() == index:
-                run(
-                    self.grid,
-                    1,
-                    1,
-                    _raw_stream(index),
-                    function,
-                    metadata,
-                    None,
-                    None,
-                    None,
-                    *pointers,
-                    out.data_ptr(),
-                    self.layout.n_elements,
-                    self.layout.n_blocks,
-                    *self.tail,
-                )
-            else:
-                with torch.cuda.device(index):
-                    run(
-                        self.grid,
-                        1,
-                        1,
-                        _raw_stream(index),
-                        function,
-                        metadata,
-                        None,
-                        None,
-                        None,
-                        *pointers,
-                        out.data_ptr(),
-                        self.layout.n_elements,
-                        self.layout.n_blocks,
-                        *self.tail,
-                    )
-        except TypeError:
-            # This Triton's launcher takes other arguments (it checks them before launching): use
-            # Triton's own path from now on.
-            _direct_launch = False
-            self.launcher = None
-            return False
-        return True
 
 
 def _forgetter(state_id: int):
@@ -244,5 +240,6 @@ def _checked(packed: torch.Tensor, state, out):
         return out.t() if layout.transposed else out
     compiled, grid, constexprs = launch(tensors, layout, out)
     if out.data_ptr() % 16 == 0:  # a plan's launches assume the alignment this one was compiled for
-        _PLANS[id(state)] = Plan(state, key_of(packed, state), layout, device, compiled, grid, constexprs)
+        fast = direct_launcher(compiled, grid[0], layout, constexprs)
+        _PLANS[id(state)] = Plan(state, key_of(packed, state), layout, device, fast)
     return out.t() if layout.transposed else out

@@ -163,6 +163,25 @@ def test_one_cuda_kernel_per_call(nested, fresh_triton_cache):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for the compiled launch paths")
+@pytest.mark.parametrize("path", ["c-launcher", "compiled-run", "triton-jit"])
+def test_every_planned_launch_path_is_exact(monkeypatch, path):
+    # The direct C call (Triton 3.6), CompiledKernel.run (other Triton versions) and Triton's own
+    # launch (direct launch refused, or launch hooks set) must all give the same bits.
+    monkeypatch.setattr(launch_cache, "_C_LAUNCH_LAYOUT", path == "c-launcher")
+    monkeypatch.setattr(launch_cache, "_direct_launch", path != "triton-jit")
+    for nested in (False, True):
+        packed, state = make_weight((1024, 4096 + 32), nested=nested, device="cuda")
+        expected = bnb_dequantize(packed, state)
+        for _ in range(3):
+            out = torch.full_like(expected, float("nan"))
+            assert nf4kernel.dequantize(packed, state, out=out) is out
+            assert torch.equal(out, expected)
+        plan = launch_cache._PLANS[id(state)]
+        assert (plan.fast is None) == (path == "triton-jit")
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU to move a weight between devices")
 def test_weight_moved_between_devices(checked_calls):
     packed, state = make_weight((64, 128), device="cuda")

@@ -77,7 +77,9 @@ def main(argv=None) -> int:
             )
         ranked = sorted((r for r in results if r["shape"] == list(layout.shape)), key=lambda r: r["us"])
         tile = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, dtype.itemsize, interpreted=False)
-        default = [r for r in ranked if (r["num_warps"], r["iters"], r["evict"]) == tuple(tile[2:])]
+        default = [
+            r for r in ranked if (r["num_warps"], r["iters"], r["evict"]) == (tile.num_warps, tile.iters, tile.evict)
+        ]
         print(f"\n{tuple(layout.shape)} {dtype}: the fastest of {len(ranked)}, then the default")
         for r in ranked[:6] + default:
             print(
