@@ -16,6 +16,7 @@ argument, about as long as the kernel runs), so a plan keeps what the first call
 from __future__ import annotations
 
 import weakref
+from functools import partial
 from operator import itemgetter
 
 import torch
@@ -30,7 +31,7 @@ _plain_tensors = torch._C.DisableTorchFunctionSubclass
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
 _runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
-# Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.run).
+# Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.launch).
 _direct_launch = _raw_stream is not None
 # The C launcher's argument layout under Triton 3.6's Python wrapper, read from its source; other
 # versions go through the wrapper (CompiledKernel.run), whose signature is stable from 3.3 to 3.9.
@@ -154,14 +155,17 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
 class Plan:
     """One weight's launch, ready to repeat while its key is unchanged. Holds no tensor."""
 
-    __slots__ = ("device", "device_index", "fast", "key", "layout", "state_ref", "strides")
+    __slots__ = ("allocate", "device", "device_index", "fast", "key", "layout", "state_ref", "transposed")
 
     def __init__(self, state, key, layout: Layout, device: torch.device, fast):
         self.key = key
         self.layout = layout
         self.device = device
         self.device_index = device.index
-        self.strides = torch.empty(layout.shape, device="meta").stride()
+        self.transposed = layout.transposed
+        strides = torch.empty(layout.shape, device="meta").stride()
+        # empty_strided costs half of empty here (no layout inference).
+        self.allocate = partial(torch.empty_strided, layout.shape, strides, dtype=layout.dtype, device=device)
         self.fast = fast
         self.state_ref = weakref.ref(state, _forgetter(id(state)))
 
@@ -175,32 +179,26 @@ class Plan:
             and out.data_ptr() % 16 == 0  # the compiled kernel assumes the alignment it was built for
         )
 
-    def run(self, packed, state, key, out):
-        """The result, or None when ``out`` does not suit this plan (the checked path then decides)."""
+    def launch(self, key, out) -> bool:
+        """The direct launch; False where it can't be made (then Triton's own path launches)."""
         global _direct_launch
-        layout = self.layout
-        if out is None:
-            out = torch.empty_strided(layout.shape, self.strides, dtype=layout.dtype, device=self.device)
-        elif not self.accepts(out):
-            return None
         fast = self.fast
-        if fast is not None and layout.n_elements and not _hooks_active():
-            index = self.device_index
-            try:
-                if _current_device() == index:
+        if fast is None or _hooks_active():
+            return False
+        index = self.device_index
+        try:
+            if _current_device() == index:
+                fast(key, out, _raw_stream(index))
+            else:
+                with torch.cuda.device(index):
                     fast(key, out, _raw_stream(index))
-                else:
-                    with torch.cuda.device(index):
-                        fast(key, out, _raw_stream(index))
-                return out.t() if layout.transposed else out
-            except TypeError:
-                # This Triton's launcher takes other arguments; it checks them before launching,
-                # so nothing ran. Use Triton's own path from now on.
-                _direct_launch = False
-                self.fast = None
-        if layout.n_elements:
-            launch(tensors_of(packed, state), layout, out)
-        return out.t() if layout.transposed else out
+        except TypeError:
+            # This Triton's launcher takes other arguments; it checks them before launching, so
+            # nothing ran. Use Triton's own path from now on.
+            _direct_launch = False
+            self.fast = None
+            return False
+        return True
 
 
 def _forgetter(state_id: int):
@@ -220,12 +218,16 @@ def dequantize(packed: torch.Tensor, state, out):
     if plan is not None and plan.state_ref() is state:
         try:
             key = key_of(packed, state)
-        except AttributeError:
+        except AttributeError:  # a field the plan read is gone: the checked path will say so
             key = None
         if key == plan.key:
-            result = plan.run(packed, state, key, out)
-            if result is not None:
-                return result
+            if out is None:
+                out = plan.allocate()
+            elif not plan.accepts(out):
+                return _checked(packed, state, out)
+            if not plan.launch(key, out):
+                launch(tensors_of(packed, state), plan.layout, out)
+            return out.t() if plan.transposed else out
     return _checked(packed, state, out)
 
 

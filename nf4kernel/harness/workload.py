@@ -153,6 +153,9 @@ def interleaved_rounds(impls: dict, mlps: list, rounds: int, calls: int = ROUNDS
     """times[name][round][mlp] in seconds. Each round runs every implementation over the whole
     workload, the order reversed every other round so drift (clocks, heat) hits both alike."""
     times = {name: [[0.0] * len(mlps) for _ in range(rounds)] for name in impls}
+    for fn in impls.values():  # warm up (compile, plan) outside the timed rounds, as the puzzle does
+        for mlp in mlps:
+            time_mlp(fn, mlp, 2)
     for r in range(rounds):
         order = list(impls) if r % 2 == 0 else list(reversed(impls))
         for name in order:
