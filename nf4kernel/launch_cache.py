@@ -128,6 +128,8 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
     if compiled is None or not _direct_launch:
         return None
     run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
+    # The kernel's pointers in its argument order, from their places in key_of's tuple: packed 0,
+    # absmax 4, code 5, code2 11, absmax2 10, offset 13 (a flat state passes absmax for the last three).
     pick = itemgetter(0, 4, 5, 11, 10, 13) if layout.nested else itemgetter(0, 4, 5, 4, 4, 4)
     tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
     c_launch = getattr(run, "launch", None)
@@ -138,11 +140,12 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
         and getattr(run, "profile_scratch_size", 1) == 0
     ):
         # Triton 3.6's C entry under its Python CudaLauncher: no scratch to allocate, so call it.
-        cooperative, pdl = run.launch_cooperative_grid, run.launch_pdl
+        # (function, cooperative grid, PDL, global scratch, profile scratch, kernel metadata,
+        #  launch metadata, enter hook, exit hook): fixed for the plan.
+        fixed = (function, run.launch_cooperative_grid, run.launch_pdl, None, None, metadata, None, None, None)
 
         def launch(key, out, stream):
-            c_launch(grid, 1, 1, stream, function, cooperative, pdl, None, None, metadata, None, None, None,
-                     *pick(key), out.data_ptr(), *tail)  # fmt: skip
+            c_launch(grid, 1, 1, stream, *fixed, *pick(key), out.data_ptr(), *tail)
 
         return launch
 

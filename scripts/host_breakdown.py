@@ -1,6 +1,6 @@
 """Where a planned call's host time goes (4096x1024 bf16 nested NF4), on a GPU machine.
 
-    python scripts/host_breakdown.py
+python scripts/host_breakdown.py
 """
 
 import timeit

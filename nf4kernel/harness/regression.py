@@ -30,8 +30,20 @@ def benchmark(sha: str, args) -> None:
         git("worktree", "add", "--detach", worktree, sha)
         try:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [worktree, os.environ.get("PYTHONPATH")]))}
-            command = [sys.executable, "-m", "asv", "run", "--python=same", "--set-commit-hash", sha,
-                       "--config", args.config, "--bench", args.bench, "--show-stderr"]  # fmt: skip
+            command = [
+                sys.executable,
+                "-m",
+                "asv",
+                "run",
+                "--python=same",
+                "--set-commit-hash",
+                sha,
+                "--config",
+                args.config,
+                "--bench",
+                args.bench,
+                "--show-stderr",
+            ]
             command += ["--machine", args.machine] if args.machine else []
             print("+", " ".join(command[1:]), f"(nf4kernel from {sha[:8]})", flush=True)
             subprocess.run(command, check=True, env=env)
@@ -54,8 +66,11 @@ def main(argv=None) -> int:
     from asv.config import Config
 
     base, head = git("rev-parse", args.base), git("rev-parse", args.head)
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes", "--config", args.config]
-                   + (["--machine", args.machine] if args.machine else []), check=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--yes", "--config", args.config]
+        + (["--machine", args.machine] if args.machine else []),
+        check=True,
+    )
     if not args.no_run:
         for sha in (base, head):
             benchmark(sha, args)
@@ -72,13 +87,10 @@ def main(argv=None) -> int:
 
 
 def _only_machine(conf) -> str:
-    from asv.results import iter_machine_files
-    from asv.util import load_json
+    """This host's asv machine name, as ``asv run`` used it."""
+    from asv.machine import Machine
 
-    machines = sorted({load_json(path)["machine"] for path in iter_machine_files(conf.results_dir)})
-    if len(machines) != 1:
-        raise SystemExit(f"regression: results for machines {machines}: name one with --machine")
-    return machines[0]
+    return Machine.load(machine_name=None, use_defaults=True).machine
 
 
 if __name__ == "__main__":

@@ -1,0 +1,56 @@
+"""The gate's command line: its table, JSON, summary and exit codes, on recorded timings and on a
+machine without a GPU."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+from recorded import record
+
+from nf4kernel.harness import decision, gate
+
+
+def full_record(ours_s, theirs_s, **kwargs):
+    r = record(ours_s, theirs_s, **kwargs)
+    r["seconds"]["bitsandbytes"] = [[s * 2 for s in shapes] for shapes in r["seconds"]["unsloth"]]
+    sizes = [("2048x8192 float16", 4.2e7), ("1024x4096 bfloat16", 1.05e7), ("4096x14336 bfloat16", 1.47e8)]
+    r["shapes"] = [{"label": label, "bytes_per_call": size} for label, size in sizes]
+    r["classic"] = {"error": "not run in this test"}
+    return r
+
+
+@pytest.mark.parametrize(
+    "ours,theirs,code", [(0.30, 0.45, decision.EXIT_PASS), (0.45, 0.30, decision.EXIT_TOO_SLOW)], ids=["pass", "slow"]
+)
+def test_replay_prints_the_table_writes_json_and_summary(tmp_path, capsys, ours, theirs, code):
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(full_record(ours, theirs)))
+    out_json, summary = tmp_path / "gate.json", tmp_path / "summary.md"
+    assert gate.main(["--replay", str(recorded), "--json", str(out_json), "--summary", str(summary)]) == code
+    text = capsys.readouterr().out
+    for label in ("2048x8192 float16", "nf4kernel", "unsloth", "bitsandbytes", "us/call", "% copy", "median"):
+        assert label in text
+    assert text.strip().splitlines()[-1].startswith("PASS" if code == 0 else "FAIL")
+    written = json.loads(out_json.read_text())
+    assert written["verdict"]["exit_code"] == code and written["threshold"] == decision.DEFAULT_THRESHOLD
+    assert "### nf4kernel speed gate" in summary.read_text() and "| shape" in summary.read_text()
+
+
+def test_threshold_from_the_command_line_and_the_environment(tmp_path, monkeypatch):
+    recorded = tmp_path / "recorded.json"
+    recorded.write_text(json.dumps(full_record(0.30, 0.39)))  # a 1.3x speed-up
+    assert gate.main(["--replay", str(recorded)]) == decision.EXIT_PASS
+    assert gate.main(["--replay", str(recorded), "--threshold", "1.4"]) == decision.EXIT_TOO_SLOW
+    monkeypatch.setenv("NF4KERNEL_GATE_THRESHOLD", "1.4")
+    assert gate.main(["--replay", str(recorded)]) == decision.EXIT_TOO_SLOW
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what the gate does on a machine without a GPU")
+def test_without_a_gpu_the_gate_says_so_and_does_not_pass():
+    done = subprocess.run([sys.executable, "-m", "nf4kernel.harness.gate"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == decision.EXIT_NO_GPU
+    assert "no CUDA GPU" in done.stdout and "FAIL" in done.stdout
