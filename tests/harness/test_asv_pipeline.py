@@ -26,9 +26,8 @@ def _git_head():
 @pytest.mark.slow
 @pytest.mark.skipif(_git_head() is None, reason="asv records results per commit: needs the git checkout")
 def test_bench_entry_point_records_results_and_builds_the_site(tmp_path):
-    config = json.loads(
-        "\n".join(l for l in (ROOT / "asv.conf.json").read_text().splitlines() if not l.strip().startswith("//"))
-    )
+    lines = (ROOT / "asv.conf.json").read_text().splitlines()
+    config = json.loads("\n".join(line for line in lines if not line.strip().startswith("//")))
     config.update(
         repo=str(ROOT),
         benchmark_dir=str(ROOT / "benchmarks"),
