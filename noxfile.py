@@ -34,7 +34,7 @@ def install_project(session: nox.Session, *requirements: str) -> None:
 def tests(session: nox.Session) -> None:
     """The correctness suite (fp16, bf16, fp32), in parallel. Without a GPU the kernel runs in the
     Triton interpreter. Arguments after -- go to pytest: ``nox -s tests -- -k launch_cache``."""
-    install_project(session, TEST_REQUIREMENTS)
+    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS)
     session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
 
 
