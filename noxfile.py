@@ -76,3 +76,5 @@ def lint(session: nox.Session) -> None:
     install(session, "-r", "requirements/lint.txt")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("actionlint")  # reads .github/actionlint.yaml for the self-hosted runner's labels
+    session.run("zizmor", "--offline", ".github/")
