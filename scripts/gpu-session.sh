@@ -15,6 +15,16 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
       python3 -c "import sys, torch, triton, bitsandbytes; print(sys.version.split()[0], torch.__version__, triton.__version__, bitsandbytes.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/env.txt" ;;
     tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short tests > "$OUT/tests.log" 2>&1; tail -n 40 "$OUT/tests.log" ;;
+    nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
+    bench)
+      python3 -m nox --no-venv -s bench -- --machine h200 --quick > "$OUT/bench.log" 2>&1; echo "bench exit $?"; tail -n 20 "$OUT/bench.log"
+      tar czf "$OUT/asv.tgz" .asv/results .asv/html ;;
+    gate5)
+      for i in 1 2 3 4 5; do
+        python3 -m nf4kernel.harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
+        grep -v "^🦥\|^==\|^ *\\\\" "/tmp/gate-$i.log" >> "$OUT/gate-runs.log"
+      done
+      tail -n 25 "$OUT/gate-runs.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     perf) python3 -m nf4kernel.harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
