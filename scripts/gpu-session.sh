@@ -22,7 +22,7 @@ for step in "$@"; do
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m nf4kernel.harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
-        grep -v "^🦥\|^==\|^ *\\\\" "/tmp/gate-$i.log" >> "$OUT/gate-runs.log"
+        cat "/tmp/gate-$i.log" >> "$OUT/gate-runs.log"
       done
       tail -n 25 "$OUT/gate-runs.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
