@@ -15,8 +15,11 @@ for step in "$@"; do
       nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv | tee "$OUT/env.txt"
       python3 -c "import sys, torch, triton, bitsandbytes; print(sys.version.split()[0], torch.__version__, triton.__version__, bitsandbytes.__version__, torch.cuda.get_device_name())" | tee -a "$OUT/env.txt" ;;
     tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short tests > "$OUT/tests.log" 2>&1; tail -n 40 "$OUT/tests.log" ;;
+    gpu-tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short -m gpu tests > "$OUT/gpu-tests.log" 2>&1; tail -n 15 "$OUT/gpu-tests.log" ;;
     nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
     bench)
+      # asv records results per commit: the device copy of the tree has no .git, so snapshot it.
+      [ -d .git ] || { git init -q && git add -A && git -c user.name=gpu -c user.email=gpu@localhost commit -qm snapshot; }
       python3 -m nox --no-venv -s bench -- --machine h200 --quick > "$OUT/bench.log" 2>&1; echo "bench exit $?"; tail -n 20 "$OUT/bench.log"
       tar czf "$OUT/asv.tgz" .asv/results .asv/html ;;
     gate5)
