@@ -10,14 +10,22 @@ CPU-interpreter benchmarks run (the GPU ones are skipped): a smoke run of the pi
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
+
+
+def asv_env(*front: str) -> dict:
+    """asv drops PYTHONPATH from its benchmark processes and uses ASV_PYTHONPATH instead: carry it
+    over, so a package found through PYTHONPATH (an offline bundle, a worktree) is found there too."""
+    paths = [*front, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "ASV_PYTHONPATH": os.pathsep.join(paths)} if paths else dict(os.environ)
 
 
 def asv(*args: str, config: str = "asv.conf.json") -> None:
     command = [sys.executable, "-m", "asv", *args, "--config", config]
     print("+", " ".join(command[1:]), flush=True)
-    subprocess.run(command, check=True)
+    subprocess.run(command, check=True, env=asv_env())
 
 
 def commit() -> str:

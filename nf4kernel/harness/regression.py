@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from nf4kernel.harness.bench import asv_env
+
 DEFAULT_BENCH = r"TimeDequantize\.|TrackPeakGpuMemory"
 
 
@@ -29,7 +31,7 @@ def benchmark(sha: str, args) -> None:
         worktree = os.path.join(tmp, "src")
         git("worktree", "add", "--detach", worktree, sha)
         try:
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [worktree, os.environ.get("PYTHONPATH")]))}
+            env = asv_env(worktree)  # this commit's nf4kernel first on the benchmark processes' path
             command = [
                 sys.executable,
                 "-m",
