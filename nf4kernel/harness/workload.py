@@ -39,8 +39,10 @@ def build_mlp(hd: int, m: int, dtype: torch.dtype, seed: int, device: str = "cud
     torch.manual_seed(seed)
     layers = []
     for fan_in, fan_out in ((hd, m), (hd, m), (m, hd)):
+        # Initialised on the device (a 28672x8192 fp32 init on the CPU takes seconds), then
+        # quantized by Params4bit.to, as the puzzle's .to("cuda") does.
         layer = bnb.nn.Linear4bit(
-            fan_in, fan_out, bias=None, compute_dtype=dtype, compress_statistics=True, quant_type="nf4"
+            fan_in, fan_out, bias=None, compute_dtype=dtype, compress_statistics=True, quant_type="nf4", device=device
         ).to(device)
         layer.weight.quant_state.dtype = dtype  # as the puzzle does: dequantize to the compute dtype
         layers.append(layer)
