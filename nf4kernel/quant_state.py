@@ -115,6 +115,8 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
     n_elements = math.prod(shape)
     n_blocks = -(-n_elements // blocksize)
     device = packed.device
+    if device.type not in ("cuda", "cpu"):
+        raise ValueError(f"nf4kernel: W is on {device}; CUDA devices and the CPU are supported")
 
     if not packed.is_contiguous():
         raise ValueError("nf4kernel: the packed weight must be contiguous")

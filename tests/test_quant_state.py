@@ -165,6 +165,12 @@ BAD_INPUTS = [
         "out must be a tensor",
     ),
     (
+        "W on an unsupported device",
+        lambda d: ((w := _weight(d)), _call(w[0].to("meta"), w[1])),
+        ValueError,
+        "W is on meta; CUDA devices and the CPU are supported",
+    ),
+    (
         "module without a weight",
         lambda d: (None, lambda: nf4kernel.dequantize(torch.nn.ReLU())),
         TypeError,
