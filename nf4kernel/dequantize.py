@@ -7,6 +7,8 @@ one opaque op that launches exactly as eager does (fp fusion off), so no graph b
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import launch_cache
@@ -48,12 +50,12 @@ def _op_layout(layout: Layout):
     return layout.blocksize, layout.blocksize2, list(layout.shape), layout.dtype
 
 
-def _layout(blocksize, blocksize2, shape, dtype) -> Layout:
-    n_elements = 1
-    for size in shape:
-        n_elements *= size
-    n_blocks = -(-n_elements // blocksize)
-    return Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, n_blocks, False)
+def _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype) -> None:
+    """The ops' body: the checks ran while tracing; this is the launch, as eager's checked path does it."""
+    n_elements = math.prod(shape)
+    layout = Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, -(-n_elements // blocksize), False)
+    if n_elements:
+        launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
 
 
 @torch.library.custom_op("nf4kernel::dequantize_4bit", mutates_args=())
@@ -69,10 +71,8 @@ def _dequantize_op(
     shape: list[int],
     dtype: torch.dtype,
 ) -> torch.Tensor:
-    layout = _layout(blocksize, blocksize2, shape, dtype)
-    out = torch.empty(layout.shape, dtype=dtype, device=packed.device)
-    if layout.n_elements:
-        launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+    out = torch.empty(shape, dtype=dtype, device=packed.device)
+    _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype)
     return out
 
 
@@ -95,9 +95,7 @@ def _dequantize_out_op(
     dtype: torch.dtype,
     out: torch.Tensor,
 ) -> None:
-    layout = _layout(blocksize, blocksize2, shape, dtype)
-    if layout.n_elements:
-        launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+    _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype)
 
 
 @_dequantize_out_op.register_fake
