@@ -1,7 +1,18 @@
 """nf4kernel: bit-exact bitsandbytes NF4/FP4 dequantization in one Triton launch."""
 
-from .dequantize import dequantize, fast_dequantize
-from .reference import dequantize_reference
-
 __all__ = ["dequantize", "dequantize_reference", "fast_dequantize"]
 __version__ = "0.1.0"
+
+_EXPORTS = {"dequantize": ".api", "fast_dequantize": ".api", "dequantize_reference": ".reference"}
+
+
+def __getattr__(name: str):
+    # Loaded on first use, so `import nf4kernel.harness...` works where torch and Triton are missing
+    # (the gate then says so instead of failing on an import).
+    if name in _EXPORTS:
+        import importlib
+
+        value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nf4kernel' has no attribute {name!r}")

@@ -43,7 +43,8 @@ def decide(record: dict, threshold: float = DEFAULT_THRESHOLD) -> Verdict:
     interleaved rounds is at least ``threshold``. Nothing measured is never a pass."""
     environment = record.get("environment", {})
     if not environment.get("cuda"):
-        return Verdict(False, EXIT_NO_GPU, ["no CUDA GPU here: nothing was measured, so the gate cannot pass"])
+        why = environment.get("cuda_error", "no CUDA GPU here")
+        return Verdict(False, EXIT_NO_GPU, [f"{why}: nothing was measured, so the gate cannot pass"])
     if not environment.get("unsloth"):
         problem = environment.get("unsloth_error", "not installed")
         return Verdict(False, EXIT_NO_UNSLOTH, [f"Unsloth is not importable ({problem}): no baseline, no pass"])

@@ -30,10 +30,14 @@ def log(message: str) -> None:
 
 
 def environment() -> dict:
-    import torch
+    try:
+        import torch
+    except ImportError as error:
+        return {"cuda": False, "torch": None, "cuda_error": f"torch is not importable ({error})"}
 
     env = {"cuda": torch.cuda.is_available(), "torch": torch.__version__}
     if not env["cuda"]:
+        env["cuda_error"] = f"torch {torch.__version__} sees no CUDA GPU"
         return env
     import bitsandbytes
     import triton

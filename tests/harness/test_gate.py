@@ -54,3 +54,9 @@ def test_without_a_gpu_the_gate_says_so_and_does_not_pass():
     done = subprocess.run([sys.executable, "-m", "nf4kernel.harness.gate"], capture_output=True, text=True, timeout=300)
     assert done.returncode == decision.EXIT_NO_GPU
     assert "no CUDA GPU" in done.stdout and "FAIL" in done.stdout
+
+
+def test_without_torch_the_gate_says_so_and_does_not_pass(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
+    assert gate.main(["--no-classic"]) == decision.EXIT_NO_GPU
+    assert "torch is not importable" in capsys.readouterr().out
