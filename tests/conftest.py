@@ -63,8 +63,8 @@ def bnb_dequantize(packed, state):
     ``dequantize_4bit``'s double-quantization step in front. bitsandbytes 0.50.2's C++ CPU kernel
     is no oracle: it restarts the blocks at every row, so where a row's length is not a multiple of
     the blocksize it reads the wrong absmax (its quantize_4bit and its CUDA kernel block the flat
-    tensor), and its AVX-512 build disagreed with its CUDA kernel on an fp16 weight on the GPU
-    machine's CPU.
+    tensor), and on the GPU machine's CPU it gave another fp16 result than the kernel does, which
+    matches bitsandbytes' CUDA kernel bit for bit there (cause not established).
     """
     import bitsandbytes.functional as F
 
