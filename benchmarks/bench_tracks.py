@@ -49,20 +49,26 @@ class TrackRatioToUnsloth:
         return statistics.median(ratios)
 
 
-class TrackCopyBandwidth:
+class _Nf4kernelOnGpu:
     params = (list(SHAPES), list(DTYPES))
     param_names = ["shape", "dtype"]
-    unit = "nf4kernel time / copy time"
     rounds = 1
 
     def setup(self, shape, dtype):
         require_gpu()
+        self.layer = weight(shape, dtype)
+        self.ours = implementation("nf4kernel")
+
+
+class TrackCopyBandwidth(_Nf4kernelOnGpu):
+    unit = "nf4kernel time / copy time"
+
+    def setup(self, shape, dtype):
+        super().setup(shape, dtype)
         import torch
 
         from nf4kernel.harness import workload
 
-        self.layer = weight(shape, dtype)
-        self.ours = implementation("nf4kernel")
         half = workload.bytes_moved(self.layer) // 2  # a copy reads and writes: same bytes moved
         self.src = torch.empty(half, dtype=torch.uint8, device="cuda").random_()
         self.dst = torch.empty_like(self.src)
@@ -73,16 +79,8 @@ class TrackCopyBandwidth:
         return ours / copy
 
 
-class TrackPeakGpuMemory:
-    params = (list(SHAPES), list(DTYPES))
-    param_names = ["shape", "dtype"]
+class TrackPeakGpuMemory(_Nf4kernelOnGpu):
     unit = "bytes"
-    rounds = 1
-
-    def setup(self, shape, dtype):
-        require_gpu()
-        self.layer = weight(shape, dtype)
-        self.ours = implementation("nf4kernel")
 
     def track_peak_gpu_memory(self, shape, dtype):
         import torch

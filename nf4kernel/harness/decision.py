@@ -38,6 +38,11 @@ def round_ratios(record: dict, baseline: str = "unsloth", candidate: str = "nf4k
     return [sum(b) / sum(c) for b, c in zip(seconds[baseline], seconds[candidate], strict=True)]
 
 
+def per_call_us(rounds: list, shape: int, calls_per_timing: int) -> float:
+    """Microseconds per call for one shape, median round: each timing is calls x (up, gate, down)."""
+    return 1e6 * statistics.median(r[shape] for r in rounds) / (3 * calls_per_timing)
+
+
 def decide(record: dict, threshold: float = DEFAULT_THRESHOLD) -> Verdict:
     """Pass only when everything was measured, every output was exact, and the median ratio over the
     interleaved rounds is at least ``threshold``. Nothing measured is never a pass."""

@@ -134,8 +134,7 @@ def measure(rounds: int, with_classic: bool) -> dict:
 
 
 def per_call_us(record: dict, name: str, shape: int) -> float:
-    seconds = record["seconds"][name]
-    return 1e6 * statistics.median(r[shape] for r in seconds) / (3 * record["calls_per_timing"])
+    return decision.per_call_us(record["seconds"][name], shape, record["calls_per_timing"])
 
 
 def _row(shape: dict, name: str, us: float, copy: float) -> str:

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from nf4kernel.harness import workload
+from nf4kernel.harness import decision, workload
 
 
 def main(argv=None) -> int:
@@ -36,7 +36,7 @@ def main(argv=None) -> int:
 
     mlps = workload.challenge_a()
     times = workload.interleaved_rounds(impls, mlps, args.rounds, progress=print)
-    ratios = [sum(times["unsloth"][r]) / sum(times["nf4kernel"][r]) for r in range(args.rounds)]
+    ratios = decision.round_ratios({"seconds": times})
     report["challenge_a"] = {
         "rounds": args.rounds,
         "seconds": times,
@@ -50,10 +50,7 @@ def main(argv=None) -> int:
         f" min {min(ratios):.3f}, max {max(ratios):.3f})"
     )
     for i, mlp in enumerate(mlps):
-        per_call = {
-            name: 1e6 * statistics.median(t[r][i] for r in range(args.rounds)) / (3 * workload.ROUNDS_PER_TIMING)
-            for name, t in times.items()
-        }
+        per_call = {name: decision.per_call_us(t, i, workload.ROUNDS_PER_TIMING) for name, t in times.items()}
         print(f"  {mlp.label:22s}" + "".join(f"  {name} {us:7.1f} us/call" for name, us in per_call.items()))
     del mlps
 
