@@ -39,7 +39,6 @@ class Suite:
 SUITES = {
     "gpu": Suite(r"^(gpu|synchronized)\.", "all", "the full GPU suite, with Unsloth and bitsandbytes"),
     "nf4kernel-only": Suite(_NF4KERNEL_ONLY, "none", "nf4kernel's own figures (no baseline imported)"),
-    "regression": Suite(_NF4KERNEL_ONLY + r"|^synchronized\.", "none", "nf4kernel's figures and asv's timing"),
     "cpu": Suite(r"^cpu_interpreter\.", "none", "the CPU-interpreter smoke benchmarks"),
 }
 
