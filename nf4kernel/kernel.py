@@ -14,11 +14,13 @@ one quantization block, so its scale is decoded once and broadcast along it.
 
 from __future__ import annotations
 
+import types
 from typing import NamedTuple
 
 import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
 
 
 @triton.jit
@@ -52,9 +54,9 @@ def dequantize_4bit_kernel(
     if WIDE:
         program = program.to(tl.int64)
     for i in tl.static_range(ITERS):
-        segment = (program * ITERS + i) * ROWS + tl.arange(0, ROWS)
-        block = segment // SEGMENTS
-        block_ok = block < n_blocks
+        block, block_ok, byte, byte_ok, elem, elem_ok = tile_indices(
+            program, i, n_elements, n_blocks, SEGMENTS, ROWS, COLS, ITERS, EVEN
+        )
         if NESTED:
             index = tl.load(absmax_ptr + block, mask=block_ok, other=0).to(tl.int32)
             scale = tl.load(code2_ptr + index, mask=block_ok, other=0.0) * tl.load(
@@ -64,11 +66,7 @@ def dequantize_4bit_kernel(
         else:
             scale = tl.load(absmax_ptr + block, mask=block_ok, other=0.0)
 
-        byte = segment[:, None] * COLS + tl.arange(0, COLS)[None, :]
-        if EVEN:
-            codes = tl.load(packed_ptr + byte, mask=block_ok[:, None], other=0, eviction_policy=EVICT)
-        else:
-            codes = tl.load(packed_ptr + byte, mask=byte < (n_elements + 1) // 2, other=0, eviction_policy=EVICT)
+        codes = tl.load(packed_ptr + byte, mask=byte_ok, other=0, eviction_policy=EVICT)
         # join keeps each byte's two codes side by side in its thread, so the reshapes move no data.
         nibbles = tl.reshape(tl.join(codes >> 4, codes & 15), (ROWS * 2 * COLS,)).to(tl.int32)
         vals = tl.reshape(tl.gather(codebook, nibbles, 0), (ROWS, 2 * COLS)) * scale[:, None]
@@ -81,19 +79,77 @@ def dequantize_4bit_kernel(
         else:
             result = vals.to(out_ptr.dtype.element_ty)
 
-        elem = segment[:, None] * (2 * COLS) + tl.arange(0, 2 * COLS)[None, :]
-        if EVEN:
-            tl.store(out_ptr + elem, result, mask=block_ok[:, None], eviction_policy=EVICT)
-        else:
-            tl.store(out_ptr + elem, result, mask=elem < n_elements, eviction_policy=EVICT)
+        tl.store(out_ptr + elem, result, mask=elem_ok, eviction_policy=EVICT)
+
+
+@triton.jit
+def packed_bytes(n_elements):
+    """ceil(n_elements / 2), without forming ``n_elements + 1``: an odd count just below 2**31 is an
+    int32 argument, and ``(n_elements + 1) // 2`` would wrap to a negative count (every byte masked)."""
+    return n_elements - (n_elements >> 1)
+
+
+@triton.jit
+def tile_indices(
+    program,
+    i: tl.constexpr,
+    n_elements,
+    n_blocks,
+    SEGMENTS: tl.constexpr,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+    ITERS: tl.constexpr,
+    EVEN: tl.constexpr,
+):
+    """Every index of tile ``i`` of ``program``: (block [ROWS], block_ok, byte [ROWS, COLS], byte_ok,
+    elem [ROWS, 2 * COLS], elem_ok). A function of its own so that tests can run it at any size.
+
+    Overflow: ``program`` is int64 when the launch is WIDE (the host sets WIDE when the last index of
+    the grid reaches 2**31); otherwise the largest value formed here is that last index, below 2**31.
+    ``n_elements`` is int64 from 2**31 on (Triton's argument typing) and only compared or halved."""
+    segment = (program * ITERS + i) * ROWS + tl.arange(0, ROWS)
+    block = segment // SEGMENTS
+    block_ok = block < n_blocks
+    byte = segment[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    elem = segment[:, None] * (2 * COLS) + tl.arange(0, 2 * COLS)[None, :]
+    if EVEN:
+        # Whole blocks: a segment is all in or all out, so the masks are per segment.
+        byte_ok = block_ok[:, None]
+        elem_ok = block_ok[:, None]
+    else:
+        byte_ok = byte < packed_bytes(n_elements)
+        elem_ok = elem < n_elements
+    return block, block_ok, byte, byte_ok, elem, elem_ok
+
+
+def interpreted(jit_fn) -> InterpretedFunction:
+    """``jit_fn`` for Triton's CPU interpreter, with the ``@triton.jit`` functions it calls by global
+    name (at any depth) interpreted too: an interpreted kernel can't call a compiled-mode helper.
+
+    Each module's globals are copied once, with its jit functions swapped for interpreted copies
+    that run in that copy; the modules themselves are left as they are (the interpreter also adds
+    names to the globals it runs in, so it gets the copies). Under ``TRITON_INTERPRET=1``
+    ``triton.jit`` already made them interpreted."""
+    if isinstance(jit_fn, InterpretedFunction):
+        return jit_fn
+    return _interpreted_in({}, jit_fn)
+
+
+def _interpreted_in(scopes: dict, jit_fn) -> InterpretedFunction:
+    fn = jit_fn.fn
+    home = fn.__globals__
+    scope = scopes.get(id(home))
+    if scope is None:
+        scope = scopes[id(home)] = dict(home)
+        for name, value in home.items():
+            if isinstance(value, JITFunction):
+                scope[name] = _interpreted_in(scopes, value)
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    return InterpretedFunction(copy)
 
 
 # The same source, run by Triton's CPU interpreter: CPU tensors go through the very kernel above.
-interpreted_kernel = (
-    dequantize_4bit_kernel
-    if isinstance(dequantize_4bit_kernel, InterpretedFunction)
-    else InterpretedFunction(dequantize_4bit_kernel.fn)
-)
+interpreted_kernel = interpreted(dequantize_4bit_kernel)
 
 
 # --- Tile shape -----------------------------------------------------------------------------------
