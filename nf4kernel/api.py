@@ -12,7 +12,7 @@ import math
 import torch
 
 from . import launch_cache
-from .quant_state import Layout, Tensors4bit, check_out, read, unwrap
+from .quant_state import Layout, Tensors4bit, check_out, check_out_memory, read, unwrap
 
 _is_compiling = torch.compiler.is_compiling
 
@@ -58,6 +58,12 @@ def _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, b
         launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
 
 
+def _launch_into_given(out, packed, absmax, code, code2, absmax2, offset, *layout) -> None:
+    # A caller's buffer: what tracing could not check (its memory) is checked here, before the write.
+    check_out_memory(out, Tensors4bit(packed, absmax, code, code2, absmax2, offset))
+    _launch_into(out, packed, absmax, code, code2, absmax2, offset, *layout)
+
+
 @torch.library.custom_op("nf4kernel::dequantize_4bit", mutates_args=())
 def _dequantize_op(
     packed: torch.Tensor,
@@ -95,7 +101,7 @@ def _dequantize_out_op(
     dtype: torch.dtype,
     out: torch.Tensor,
 ) -> None:
-    _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype)
+    _launch_into_given(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype)
 
 
 @_dequantize_out_op.register_fake

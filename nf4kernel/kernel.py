@@ -14,6 +14,7 @@ one quantization block, so its scale is decoded once and broadcast along it.
 
 from __future__ import annotations
 
+import threading
 import types
 from typing import NamedTuple
 
@@ -150,6 +151,14 @@ def _interpreted_in(scopes: dict, jit_fn) -> InterpretedFunction:
 
 # The same source, run by Triton's CPU interpreter: CPU tensors go through the very kernel above.
 interpreted_kernel = interpreted(dequantize_4bit_kernel)
+
+# Triton's interpreter is not thread-safe: for the length of a launch it patches triton.language
+# module-wide and keeps the grid in one module-level builder, so two interpreted launches at once
+# run each other's programs or call unpatched functions, and a compile at the same time (which
+# reads triton.language) sees the patched one. Every interpreted launch and every launch or compile
+# of this kernel through Triton's JIT holds this lock. Planned GPU launches (launch_cache) don't
+# touch Triton's Python side and take no lock. Reentrant: a launch hook may dequantize.
+TRITON_LOCK = threading.RLock()
 
 
 # --- Tile shape -----------------------------------------------------------------------------------
