@@ -14,6 +14,10 @@ one quantization block, so its scale is decoded once and broadcast along it.
 
 from __future__ import annotations
 
+import functools
+import json
+import math
+import os
 import threading
 import types
 from typing import NamedTuple
@@ -86,8 +90,10 @@ def dequantize_4bit_kernel(
 @triton.jit
 def packed_bytes(n_elements):
     """ceil(n_elements / 2), without forming ``n_elements + 1``: an odd count just below 2**31 is an
-    int32 argument, and ``(n_elements + 1) // 2`` would wrap to a negative count (every byte masked)."""
-    return n_elements - (n_elements >> 1)
+    int32 argument, and ``(n_elements + 1) // 2`` would wrap to a negative count (every byte masked).
+    (``//``, not ``>> 1``: the interpreter holds counts from 2**31 to 2**32 as uint32 data of an int64
+    type and shifts them as int32; the GPU types them int64.)"""
+    return n_elements - n_elements // 2
 
 
 @triton.jit
@@ -162,15 +168,26 @@ TRITON_LOCK = threading.RLock()
 
 
 # --- Tile shape -----------------------------------------------------------------------------------
-# Speed only: every choice is bit-exact. A tile gives each thread 16 output bytes (one 128-bit store)
-# from the packed bytes it loaded itself, so no value crosses threads between load and store.
-# Picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/sweep-h200.json): large weights
-# stream best through small programs that evict early; smaller ones with 4 warps.
+# Speed only: every choice is bit-exact, on every GPU. A tile gives each thread 16 output bytes (one
+# 128-bit store) from the packed bytes it loaded itself, so no value crosses threads between load and
+# store. Picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/sweep-h200.json): large
+# weights stream best through small programs that evict early; smaller ones with 4 warps.
+#
+# On GPUs it was not tuned on (a T4, an A10, an L4, ...) the same table applies: the results are the
+# same bits, and the speed is whatever these choices give there (CI compiles every row for sm_75 to
+# the newest target Triton knows: tests/test_targets.py). A runner's owner tunes it for their GPU with
+# one command, the sweep, and points NF4KERNEL_TILES at what it wrote:
+#
+#     python -m nf4kernel.harness.sweep --json tiles.json && export NF4KERNEL_TILES=$PWD/tiles.json
+#
+# (read once per process, at the first GPU launch; see gpu_tiles).
 GPU_TILES = (
     # (packed bytes at least, num_warps, tiles per program, eviction policy)
     (16 << 20, 2, 2, "evict_first"),
     (0, 4, 2, ""),
 )
+TILES_ENV = "NF4KERNEL_TILES"
+EVICTS = ("", "evict_first", "evict_last")
 INTERPRETER_TILE_BYTES = 1 << 16  # the interpreter wants few, large programs
 
 
@@ -192,13 +209,53 @@ def tile_shape(n_bytes: int, blocksize: int, out_size: int, interpreted: bool, *
     if interpreted:
         tile_bytes, num_warps, iters, evict = INTERPRETER_TILE_BYTES, 1, 1, ""
     else:
-        num_warps, iters, evict = next(t[1:] for t in GPU_TILES if n_bytes >= t[0])
+        num_warps, iters, evict = next(t[1:] for t in gpu_tiles() if n_bytes >= t[0])
         num_warps = override.get("num_warps", num_warps)
         iters = override.get("iters", iters)
         evict = override.get("evict", evict)
         tile_bytes = (8 // out_size) * 32 * num_warps  # 16 output bytes per thread
     cols = min(blocksize // 2, tile_bytes)
     return Tile(tile_bytes // cols, cols, iters, num_warps, evict)
+
+
+@functools.cache
+def gpu_tiles() -> tuple[tuple[int, int, int, str], ...]:
+    """The tile table in use: GPU_TILES, or the one a sweep's JSON (named by NF4KERNEL_TILES) gives."""
+    path = os.environ.get(TILES_ENV)
+    if not path:
+        return GPU_TILES
+    try:
+        with open(path) as f:
+            sweep = json.load(f)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"nf4kernel: {TILES_ENV}={path} is not a JSON file the sweep wrote: {error}") from None
+    return tiles_from_sweep(sweep, source=f"{TILES_ENV}={path}")
+
+
+def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int, int, int, str], ...]:
+    """A tile table from ``nf4kernel.harness.sweep --json``'s output: for each swept weight, its
+    fastest (num_warps, tiles per program, eviction) applies from its packed size up to the next
+    larger swept weight; the smallest one's applies below it too."""
+    best: dict[int, tuple[float, int, int, str]] = {}
+    for result in sweep.get("results") or () if isinstance(sweep, dict) else ():
+        n_bytes = (math.prod(result["shape"]) + 1) // 2
+        row = (float(result["us"]), *_tile_row(result, source))
+        best[n_bytes] = min(best.get(n_bytes, row), row)
+    if not best:
+        raise ValueError(f"nf4kernel: {source} has no results to tune the tile table from")
+    sizes = sorted(best, reverse=True)
+    return tuple((0 if size == sizes[-1] else size, *best[size][1:]) for size in sizes)
+
+
+def _tile_row(result: dict, source: str) -> tuple[int, int, str]:
+    num_warps, iters, evict = result.get("num_warps"), result.get("iters"), result.get("evict")
+    if num_warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"nf4kernel: {source}: num_warps must be a power of two up to 32, got {num_warps!r}")
+    if isinstance(iters, bool) or not isinstance(iters, int) or not 1 <= iters <= 64:
+        raise ValueError(f"nf4kernel: {source}: iters must be an int from 1 to 64, got {iters!r}")
+    if evict not in EVICTS:
+        raise ValueError(f"nf4kernel: {source}: evict must be one of {EVICTS}, got {evict!r}")
+    return num_warps, iters, evict
 
 
 def launch_options(num_warps: int) -> dict:
