@@ -94,9 +94,10 @@ def tensors_in(obj) -> dict:
         if isinstance(value, torch.Tensor):
             found[name] = value
     state2 = getattr(obj, "state2", None)
-    if state2 is not None:
-        found["state2.absmax"] = state2.absmax
-        found["state2.code"] = state2.code
+    for name in ("absmax", "code"):
+        value = getattr(state2, name, None)
+        if isinstance(value, torch.Tensor):
+            found[f"state2.{name}"] = value
     return found
 
 
