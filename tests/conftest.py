@@ -34,6 +34,18 @@ def fresh_triton_cache(tmp_path, monkeypatch):
     return tmp_path / "triton-cache"
 
 
+@pytest.fixture
+def fast_thread_switching():
+    """Threads switch every few microseconds instead of every 5 ms, so that racing threads interleave
+    inside a launch on every run, not by luck."""
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(interval)
+
+
 def make_weight(
     shape,
     dtype=torch.bfloat16,

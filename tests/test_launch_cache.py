@@ -365,7 +365,7 @@ def _in_threads(work, n):
     return errors
 
 
-def test_concurrent_calls_from_threads_are_exact(device):
+def test_concurrent_calls_from_threads_are_exact(device, fast_thread_switching):
     weights = [make_weight(s, d, nested=n, device=device, seed=i) for i, (s, d, n) in enumerate(THREAD_WEIGHTS)]
     expected = [bnb_dequantize(p, s) for p, s in weights]
     results = [[] for _ in weights]

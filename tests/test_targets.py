@@ -45,3 +45,34 @@ def test_the_matrix_covers_every_tile_row_wide_offsets_and_blocksizes():
 def test_the_fleet_and_the_newest_target():
     assert {75, 80, 86, 89, 90} <= set(targets.targets())
     assert targets.newest_arch() >= 90
+
+
+def test_compiling_while_other_threads_interpret(fresh_triton_cache, fast_thread_switching):
+    # Triton's interpreter patches triton.language module-wide during a launch; a compile at the same
+    # time would read the patched functions. Both hold kernel.TRITON_LOCK.
+    import threading
+
+    from conftest import bnb_dequantize, make_weight
+
+    import nf4kernel
+
+    packed, state = make_weight((64, 4096), torch.bfloat16)
+    expected = bnb_dequantize(packed, state)
+    stop, errors, results = threading.Event(), [], []
+
+    def interpret():
+        while not stop.is_set():
+            try:
+                results.append(torch.equal(nf4kernel.dequantize(packed, state), expected))
+            except Exception as error:  # reported below
+                errors.append(error)
+
+    thread = threading.Thread(target=interpret)
+    thread.start()
+    try:
+        for variant, fmt in enumerate(targets.FORMATS[:6]):
+            assert targets.compile_for(80, targets.layout_for(fmt, variant)).asm["cubin"]
+    finally:
+        stop.set()
+        thread.join()
+    assert errors == [] and all(results)
