@@ -3,6 +3,17 @@
 Eager calls go through the launch cache. Under ``torch.compile`` the kernel is a custom op
 (``torch.ops.nf4kernel.dequantize_4bit``): Dynamo traces the state reading and checks, then records
 one opaque op that launches exactly as eager does (fp fusion off), so no graph break and no FMA.
+What tracing can't see of an ``out=`` buffer (its memory: overlap with the inputs, an inference
+tensor) is checked by the op when it runs, before it writes.
+
+Guarantees a caller can rely on:
+
+* Calls from several threads at once are safe, on the CPU and on GPUs, and each returns its own
+  exact result; GPU launches go to the calling thread's current stream (``launch_cache``, "Threads").
+* ``out=`` follows torch's ``out=`` ops (``quant_state``'s docstring): refused when it overlaps ``W``
+  or a state tensor, or requires grad while autograd records; its version counter is bumped.
+* Bad input raises a ``ValueError`` or ``TypeError`` naming the problem before anything is written,
+  on the first call and on every later one (the launch cache re-checks whatever it did not see).
 """
 
 from __future__ import annotations
@@ -22,8 +33,9 @@ def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch
 
     ``W`` is a packed tensor with its ``quant_state``, a ``Params4bit`` (state read from it) or a
     ``Linear4bit``. Returns a ``quant_state.shape`` tensor of ``quant_state.dtype`` (fp16, bf16 or
-    fp32), transposed when ``W`` is the transposed ``[1, n/2]`` packing. ``out=`` writes into a
-    contiguous buffer of that shape, dtype and device.
+    fp32), transposed when ``W``'s first dimension is 1 (the transposed ``[1, n/2]`` packing, as
+    bitsandbytes decides). ``out=`` writes into a contiguous buffer of that shape, dtype and device
+    that shares no memory with ``W`` or its state (torch's ``out=`` rules; see the module docstring).
     """
     packed, state = unwrap(W, quant_state)
     if _is_compiling():
