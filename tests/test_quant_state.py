@@ -316,6 +316,14 @@ def _plan(packed, state):
     assert id(state) in launch_cache._PLANS
 
 
+def _weight_for(device, planned):
+    """A weight, planned already when ``planned``: the out= rules hold on both paths."""
+    packed, state = _weight(device)
+    if planned:
+        _plan(packed, state)
+    return packed, state
+
+
 PLANNED = pytest.mark.parametrize("planned", [False, True], ids=["fresh", "planned"])
 
 
@@ -349,9 +357,7 @@ def test_out_next_to_an_input_is_accepted(device, planned):
 
 @PLANNED
 def test_out_that_requires_grad_is_refused_while_autograd_records(device, planned):
-    packed, state = _weight(device)
-    if planned:
-        _plan(packed, state)
+    packed, state = _weight_for(device, planned)
     out = torch.zeros(OUT_SHAPE, dtype=torch.bfloat16, device=device, requires_grad=True)
     with pytest.raises(ValueError, match="out requires grad"):
         nf4kernel.dequantize(packed, state, out=out)
@@ -363,9 +369,7 @@ def test_out_that_requires_grad_is_refused_while_autograd_records(device, planne
 
 @PLANNED
 def test_writing_out_bumps_its_version(device, planned):
-    packed, state = _weight(device)
-    if planned:
-        _plan(packed, state)
+    packed, state = _weight_for(device, planned)
     out = torch.empty(OUT_SHAPE, dtype=torch.bfloat16, device=device)
     before = out._version
     nf4kernel.dequantize(packed, state, out=out)
@@ -374,9 +378,7 @@ def test_writing_out_bumps_its_version(device, planned):
 
 @PLANNED
 def test_a_saved_tensor_overwritten_through_out_makes_backward_fail(device, planned):
-    packed, state = _weight(device)
-    if planned:
-        _plan(packed, state)
+    packed, state = _weight_for(device, planned)
     x = torch.randn(OUT_SHAPE, dtype=torch.bfloat16, device=device, requires_grad=True)
     w = torch.ones(OUT_SHAPE, dtype=torch.bfloat16, device=device)
     loss = (x * w).sum()  # autograd saves w for x's gradient
@@ -387,9 +389,7 @@ def test_a_saved_tensor_overwritten_through_out_makes_backward_fail(device, plan
 
 @PLANNED
 def test_an_inference_tensor_out_only_inside_inference_mode(device, planned):
-    packed, state = _weight(device)
-    if planned:
-        _plan(packed, state)
+    packed, state = _weight_for(device, planned)
     with torch.inference_mode():
         out = torch.zeros(OUT_SHAPE, dtype=torch.bfloat16, device=device)
     with pytest.raises(ValueError, match="out is an inference tensor"):
