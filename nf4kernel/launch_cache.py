@@ -43,8 +43,8 @@ from . import kernel as K
 from .quant_state import (
     Layout,
     Tensors4bit,
-    check_out_memory,
     check_out,
+    check_out_memory,
     extents,
     integer,
     overlaps,

@@ -288,7 +288,7 @@ def check_out_memory(out: torch.Tensor, tensors: Tensors4bit) -> None:
         )
     start = out.data_ptr()
     end = start + out.numel() * out.element_size()
-    for name, tensor in zip(TENSOR_NAMES, tensors):
+    for name, tensor in zip(TENSOR_NAMES, tensors, strict=True):
         if tensor is not None and tensor.numel() and out.numel():
             other = tensor.data_ptr()
             if other < end and start < other + tensor.numel() * tensor.element_size():

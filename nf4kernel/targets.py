@@ -107,7 +107,8 @@ def main(argv=None) -> int:
     failed = 0
     for arch in archs:
         for variant, fmt in enumerate(FORMATS):
-            name = f"sm_{arch} {str(fmt.dtype)[6:]:8s} {'nested' if fmt.nested else 'flat':6s} {'even' if fmt.even else 'odd'}"
+            name = f"sm_{arch} {str(fmt.dtype)[6:]:8s} {'nested' if fmt.nested else 'flat':6s} "
+            name += "even" if fmt.even else "odd"
             try:
                 compiled = compile_for(arch, layout_for(fmt, variant))
                 print(f"{name}  OK  ({len(compiled.asm['cubin'])} bytes of cubin)")

@@ -93,6 +93,17 @@ def bnb_dequantize(packed, state):
     return out.t() if packed.shape[0] == 1 else out
 
 
+def get_field(state, field: str):
+    """``state.<field>``, where ``field`` may name the second level: ``"state2.absmax"``."""
+    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
+    return getattr(holder, name)
+
+
+def set_field(state, field: str, value) -> None:
+    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
+    setattr(holder, name, value)
+
+
 def tensors_in(obj) -> dict:
     """Every tensor a weight/state holds, by name: to check that a call modified none of them."""
     found = {}

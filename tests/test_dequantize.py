@@ -187,7 +187,9 @@ FIRST_DIMENSION_ONE = [
 ]
 
 
-@pytest.mark.parametrize("shape,repack", FIRST_DIMENSION_ONE, ids=["2-D [1, 1]", "1-D [1]", "3-D [1, k, 1]", "1-D result"])
+@pytest.mark.parametrize(
+    "shape,repack", FIRST_DIMENSION_ONE, ids=["2-D [1, 1]", "1-D [1]", "3-D [1, k, 1]", "1-D result"]
+)
 def test_a_packed_w_whose_first_dimension_is_one_is_transposed_as_bitsandbytes_does(device, shape, repack):
     packed, state = make_weight(shape, torch.float16, device=device)
     packed = repack(packed)

@@ -39,7 +39,9 @@ def _probe(
         program = program.to(tl.int64)
     rows = tl.arange(0, ROWS)[:, None]
     for i in tl.static_range(ITERS):
-        _, _, byte, byte_ok, elem, elem_ok = tile_indices(program, i, n_elements, n_blocks, SEGMENTS, ROWS, COLS, ITERS, EVEN)
+        _, _, byte, byte_ok, elem, elem_ok = tile_indices(
+            program, i, n_elements, n_blocks, SEGMENTS, ROWS, COLS, ITERS, EVEN
+        )
         at = i * ROWS * COLS + rows * COLS + tl.arange(0, COLS)[None, :]
         tl.store(byte_out + at, byte.to(tl.int64))
         tl.store(byte_ok_out + at, byte_ok.to(tl.int8))

@@ -11,7 +11,7 @@ import weakref
 
 import pytest
 import torch
-from conftest import HAS_CUDA, bnb_dequantize, make_weight
+from conftest import HAS_CUDA, bnb_dequantize, get_field, make_weight, set_field
 
 import nf4kernel
 from nf4kernel import kernel as K
@@ -42,9 +42,7 @@ def test_repeated_calls_reuse_the_plan(device, checked_calls):
 
 def _swap(state, other, fields):
     for field in fields:
-        holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
-        source = other.state2 if field.startswith("state2.") else other
-        setattr(holder, name, getattr(source, name))
+        set_field(state, field, get_field(other, field))
 
 
 @pytest.mark.parametrize("fields", [["absmax"], ["state2.absmax"], ["offset"], ["absmax", "state2.absmax", "offset"]])
@@ -224,45 +222,56 @@ def _strided(tensor, stride=2):
     """A view at the same address, same length and dtype, every other element: not contiguous."""
     buffer = torch.zeros(tensor.numel() * stride, dtype=tensor.dtype, device=tensor.device)
     buffer[: tensor.numel()] = tensor.reshape(-1)
-    return buffer[: tensor.numel()], buffer.as_strided(tensor.shape if tensor.dim() == 1 else (tensor.numel(),), (stride,))
+    return buffer[: tensor.numel()], buffer.as_strided(
+        tensor.shape if tensor.dim() == 1 else (tensor.numel(),), (stride,)
+    )
 
 
-def _swap_in(state, field, value):
-    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
-    setattr(holder, name, value)
+def _first_size(value):
+    def change(shape):
+        shape[0] = value  # in place: the list the plan was made from
+        return shape
+
+    return change
 
 
-# (case, nested, what is done to the planned state, exception, message): views at the same data pointer
-# with another dtype, length or layout, and a list shape changed in place. A fresh state that looks the
+# (case, nested, field, what it becomes, exception, message): views at the same data pointer with
+# another dtype, length or layout, and a list shape changed in place. A fresh state that looks the
 # same gets the same exception (checked below too).
 FOOLING = [
-    ("sliced absmax", False, lambda s: setattr(s, "absmax", s.absmax[:-1]), ValueError, "absmax has 511 values"),
-    ("absmax as int32", False, lambda s: setattr(s, "absmax", s.absmax.view(torch.int32)), ValueError, "absmax must be torch.float32"),
-    ("nested absmax as int8", True, lambda s: setattr(s, "absmax", s.absmax.view(torch.int8)), ValueError, "absmax must be torch.uint8"),
-    ("absmax as bytes", False, lambda s: setattr(s, "absmax", s.absmax.view(torch.uint8)), ValueError, "absmax must be torch.float32"),
-    ("code as int32", False, lambda s: setattr(s, "code", s.code.view(torch.int32)), ValueError, "code must be torch.float32"),
-    ("sliced code", True, lambda s: setattr(s, "code", s.code[:8]), ValueError, "code has 8 values"),
-    ("transposed absmax", False, lambda s: setattr(s, "absmax", s.absmax.view(16, 32).t()), ValueError, "absmax must be contiguous"),
-    ("sliced state2.absmax", True, lambda s: _swap_in(s, "state2.absmax", s.state2.absmax[:-1]), ValueError, "state2.absmax has 1 values"),
-    ("sliced state2.code", True, lambda s: _swap_in(s, "state2.code", s.state2.code[:255]), ValueError, "state2.code has 255 values"),
-    ("state2.code as int32", True, lambda s: _swap_in(s, "state2.code", s.state2.code.view(torch.int32)), ValueError, "state2.code must be torch.float32"),
-    ("offset as int32", True, lambda s: setattr(s, "offset", s.offset.view(torch.int32)), ValueError, "offset must be torch.float32"),
-    ("list shape changed in place", False, lambda s: s.shape.__setitem__(0, 64), ValueError, "packed bytes but quant_state.shape"),
-    ("list shape made of a float", False, lambda s: s.shape.__setitem__(0, 32.0), TypeError, "shape must be a sequence of ints"),
+    ("sliced absmax", False, "absmax", lambda t: t[:-1], ValueError, "absmax has 511 values"),
+    ("absmax as int32", False, "absmax", lambda t: t.view(torch.int32), ValueError, "absmax must be torch.float32"),
+    ("nested absmax as int8", True, "absmax", lambda t: t.view(torch.int8), ValueError, "absmax must be torch.uint8"),
+    ("absmax as bytes", False, "absmax", lambda t: t.view(torch.uint8), ValueError, "absmax must be torch.float32"),
+    ("transposed absmax", False, "absmax", lambda t: t.view(16, 32).t(), ValueError, "absmax must be contiguous"),
+    ("code as int32", False, "code", lambda t: t.view(torch.int32), ValueError, "code must be torch.float32"),
+    ("sliced code", True, "code", lambda t: t[:8], ValueError, "code has 8 values"),
+    ("sliced state2.absmax", True, "state2.absmax", lambda t: t[:-1], ValueError, "state2.absmax has 1 values"),
+    ("sliced state2.code", True, "state2.code", lambda t: t[:255], ValueError, "state2.code has 255 values"),
+    (
+        "state2.code as int32",
+        True,
+        "state2.code",
+        lambda t: t.view(torch.int32),
+        ValueError,
+        "code must be torch.float32",
+    ),
+    ("offset as int32", True, "offset", lambda t: t.view(torch.int32), ValueError, "offset must be torch.float32"),
+    ("list shape changed in place", False, "shape", _first_size(64), ValueError, "packed bytes but quant_state.shape"),
+    ("list shape made of a float", False, "shape", _first_size(32.0), TypeError, "shape must be a sequence of ints"),
 ]
 
 
-@pytest.mark.parametrize("nested,fool,error,pattern", [c[1:] for c in FOOLING], ids=[c[0] for c in FOOLING])
-def test_a_planned_state_is_not_fooled_by_views(device, nested, fool, error, pattern):
+@pytest.mark.parametrize("nested,field,fool,error,pattern", [c[1:] for c in FOOLING], ids=[c[0] for c in FOOLING])
+def test_a_planned_state_is_not_fooled_by_views(device, nested, field, fool, error, pattern):
     packed, state = make_weight((128, 256), device=device, nested=nested)  # 512 blocks, 2 absmax2 values
     state = copy.deepcopy(state)
     state.shape = list(state.shape)  # as a caller may build it
     fresh = copy.deepcopy(state)
     nf4kernel.dequantize(packed, state)
     assert id(state) in launch_cache._PLANS
-    fool(state)
-    fool(fresh)
     for s in (state, fresh):  # the planned state fails as a fresh one does
+        set_field(s, field, fool(get_field(s, field)))
         with pytest.raises(error, match=pattern):
             nf4kernel.dequantize(packed, s)
 
@@ -271,12 +280,11 @@ def test_a_planned_state_is_not_fooled_by_views(device, nested, fool, error, pat
 def test_a_strided_state_tensor_at_the_planned_address_is_refused(device, field):
     packed, state = make_weight((128, 256), device=device, nested=True)  # 512 blocks: 2 absmax2 values
     state = copy.deepcopy(state)
-    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
-    contiguous, strided = _strided(getattr(holder, name))
-    setattr(holder, name, contiguous)
+    contiguous, strided = _strided(get_field(state, field))
+    set_field(state, field, contiguous)
     expected = bnb_dequantize(packed, state)
     assert torch.equal(nf4kernel.dequantize(packed, state), expected)  # plans it
-    setattr(holder, name, strided)  # same address, dtype and length
+    set_field(state, field, strided)  # same address, dtype and length
     with pytest.raises(ValueError, match=f"quant_state.{field} must be contiguous"):
         nf4kernel.dequantize(packed, state)
 
@@ -307,9 +315,7 @@ def test_the_key_holds_the_kernel_pointers(device):
         packed, state = make_weight((32, 64), device=device, nested=nested)
         tensors = launch_cache.tensors_of(packed, state)
         absmax = tensors.absmax
-        expected = [t.data_ptr() for t in tensors[:3]] + [
-            (absmax if t is None else t).data_ptr() for t in tensors[3:]
-        ]
+        expected = [t.data_ptr() for t in tensors[:3]] + [(absmax if t is None else t).data_ptr() for t in tensors[3:]]
         assert list(launch_cache.POINTERS[nested](launch_cache.key_of(packed, state))) == expected
 
 
@@ -381,5 +387,5 @@ def test_concurrent_calls_from_threads_are_exact(device, fast_thread_switching):
             stream.synchronize()
 
     assert _in_threads(work, len(weights)) == [None] * len(weights)
-    for got, want in zip(results, expected):
+    for got, want in zip(results, expected, strict=True):
         assert all(torch.equal(a, want) and torch.equal(b, want) for a, b in got)

@@ -8,7 +8,7 @@ import re
 
 import pytest
 import torch
-from conftest import HAS_CUDA, assert_unmodified, bnb_dequantize, make_weight, snapshot
+from conftest import HAS_CUDA, assert_unmodified, bnb_dequantize, get_field, make_weight, set_field, snapshot
 
 import nf4kernel
 from nf4kernel import launch_cache
@@ -280,32 +280,21 @@ def test_out_on_another_device_than_w():
 OUT_SHAPE = (32, 64)
 
 
-def _state_tensor(packed, state, field):
-    if field == "W":
-        return packed
-    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
-    return getattr(holder, name)
-
-
-def _set_state_tensor(packed, state, field, value):
-    if field == "W":
-        return value
-    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
-    setattr(holder, name, value)
-    return packed
-
-
 def _aliased(device, field):
     """A weight whose ``field`` tensor lies in one buffer with a bf16 out: out starts at the 16-byte
     boundary that holds the tensor's last byte, so the two share a few bytes (or all of the tensor)."""
     packed, state = _weight(device)
-    tensor = _state_tensor(packed, state, field)
+    tensor = packed if field == "W" else get_field(state, field)
     n_bytes = tensor.numel() * tensor.element_size()
     out_bytes = math.prod(OUT_SHAPE) * 2
     start = (n_bytes - 1) // 16 * 16
     buffer = torch.zeros(start + out_bytes, dtype=torch.uint8, device=device)
     buffer[:n_bytes] = tensor.reshape(-1).view(torch.uint8)
-    packed = _set_state_tensor(packed, state, field, buffer[:n_bytes].view(tensor.dtype).view(tensor.shape))
+    moved = buffer[:n_bytes].view(tensor.dtype).view(tensor.shape)
+    if field == "W":
+        packed = moved
+    else:
+        set_field(state, field, moved)
     out = buffer[start:].view(torch.bfloat16).view(OUT_SHAPE)
     return packed, state, out
 

@@ -22,7 +22,7 @@ def test_compiles_for_every_target(fresh_triton_cache, arch, variant, fmt):
     assert compiled.asm["cubin"], "ptxas produced no cubin"
     assert f".target sm_{arch}" in compiled.asm["ptx"]
     # Compiled as a launch of that layout would: its tile's warps, fp fusion off (bit-exactness).
-    _, tile, constexprs = launch_cache.launch_geometry(layout, interpreted=False)
+    _, tile, _ = launch_cache.launch_geometry(layout, interpreted=False)
     assert compiled.metadata.num_warps == tile.num_warps
     assert compiled.metadata.enable_fp_fusion is False
     assert "fma.rn.f32" not in compiled.asm["ptx"]
