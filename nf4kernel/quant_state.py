@@ -34,9 +34,9 @@ import torch
 OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 QUANT_TYPES = ("nf4", "fp4")
 BLOCKSIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)  # what bitsandbytes accepts for 4-bit
-# The packed codes are read as bytes, whatever the storage dtype bitsandbytes' quant_storage put them
-# in; these are the real dtypes a Triton pointer can have (complex, bool, fp8 and the like can't hold
-# a quant_storage packing, or can't be passed to Triton).
+# The packed codes are read as bytes, whatever dtype bitsandbytes' quant_storage views them as (uint8,
+# or a float dtype for FSDP); any plain integer or float dtype is accepted. Others are refused by name
+# (a complex or bool tensor is no packing, and Triton has no pointer type for a complex one).
 PACKED_DTYPES = (
     torch.uint8,
     torch.int8,
@@ -255,12 +255,11 @@ def check_out(out: torch.Tensor, layout: Layout, device: torch.device) -> None:
 
 
 def extents(tensors: Tensors4bit) -> tuple[tuple[int, int], ...]:
-    """The byte ranges ``[start, end)`` the kernel reads, merged and sorted by start. The tensors
-    are contiguous (``read`` checked), so each is one range; on one device data pointers are unique
-    (CUDA's unified addressing puts every device and the host in one address space)."""
-    spans = sorted(
-        (t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()) for t in tensors if t is not None and t.numel()
-    )
+    """The byte ranges ``[start, end)`` the kernel reads, merged and sorted by start (for
+    ``overlaps``). The tensors are contiguous (``read`` checked), so each is one range; data
+    pointers are unique across devices (CUDA's unified addressing puts every device and the host in
+    one address space)."""
+    spans = sorted(_span(t) for t in tensors if t is not None and t.numel())
     merged: list[list[int]] = []
     for start, end in spans:
         if merged and start <= merged[-1][1]:
@@ -268,6 +267,12 @@ def extents(tensors: Tensors4bit) -> tuple[tuple[int, int], ...]:
         else:
             merged.append([start, end])
     return tuple((start, end) for start, end in merged)
+
+
+def _span(tensor: torch.Tensor) -> tuple[int, int]:
+    """The bytes ``[start, end)`` of a contiguous tensor."""
+    start = tensor.data_ptr()
+    return start, start + tensor.numel() * tensor.element_size()
 
 
 def overlaps(start: int, end: int, starts: tuple[int, ...], ends: tuple[int, ...]) -> bool:
@@ -286,12 +291,11 @@ def check_out_memory(out: torch.Tensor, tensors: Tensors4bit) -> None:
             "nf4kernel: out is an inference tensor, which can only be written inside torch.inference_mode() "
             "(as for torch's own in-place and out= ops)"
         )
-    start = out.data_ptr()
-    end = start + out.numel() * out.element_size()
+    start, end = _span(out)
     for name, tensor in zip(TENSOR_NAMES, tensors, strict=True):
         if tensor is not None and tensor.numel() and out.numel():
-            other = tensor.data_ptr()
-            if other < end and start < other + tensor.numel() * tensor.element_size():
+            other_start, other_end = _span(tensor)
+            if other_start < end and start < other_end:
                 raise ValueError(
                     f"nf4kernel: out overlaps {name} in memory; the result would be wrong and {name} overwritten "
                     "(torch's out= ops refuse this too): pass a separate buffer"
