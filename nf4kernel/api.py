@@ -3,6 +3,17 @@
 Eager calls go through the launch cache. Under ``torch.compile`` the kernel is a custom op
 (``torch.ops.nf4kernel.dequantize_4bit``): Dynamo traces the state reading and checks, then records
 one opaque op that launches exactly as eager does (fp fusion off), so no graph break and no FMA.
+What tracing can't see of an ``out=`` buffer (its memory: overlap with the inputs, an inference
+tensor) is checked by the op when it runs, before it writes.
+
+Guarantees a caller can rely on:
+
+* Calls from several threads at once are safe, on the CPU and on GPUs, and each returns its own
+  exact result; GPU launches go to the calling thread's current stream (``launch_cache``, "Threads").
+* ``out=`` follows torch's ``out=`` ops (``quant_state``'s docstring): refused when it overlaps ``W``
+  or a state tensor, or requires grad while autograd records; its version counter is bumped.
+* Bad input raises a ``ValueError`` or ``TypeError`` naming the problem before anything is written,
+  on the first call and on every later one (the launch cache re-checks whatever it did not see).
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ import math
 import torch
 
 from . import launch_cache
-from .quant_state import Layout, Tensors4bit, check_out, read, unwrap
+from .quant_state import Layout, Tensors4bit, check_out, check_out_memory, read, unwrap
 
 _is_compiling = torch.compiler.is_compiling
 
@@ -22,8 +33,9 @@ def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch
 
     ``W`` is a packed tensor with its ``quant_state``, a ``Params4bit`` (state read from it) or a
     ``Linear4bit``. Returns a ``quant_state.shape`` tensor of ``quant_state.dtype`` (fp16, bf16 or
-    fp32), transposed when ``W`` is the transposed ``[1, n/2]`` packing. ``out=`` writes into a
-    contiguous buffer of that shape, dtype and device.
+    fp32), transposed when ``W``'s first dimension is 1 (the transposed ``[1, n/2]`` packing, as
+    bitsandbytes decides). ``out=`` writes into a contiguous buffer of that shape, dtype and device
+    that shares no memory with ``W`` or its state (torch's ``out=`` rules; see the module docstring).
     """
     packed, state = unwrap(W, quant_state)
     if _is_compiling():
@@ -56,6 +68,12 @@ def _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, b
     layout = Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, -(-n_elements // blocksize), False)
     if n_elements:
         launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+
+
+def _launch_into_given(out, packed, absmax, code, code2, absmax2, offset, *layout) -> None:
+    # A caller's buffer: what tracing could not check (its memory) is checked here, before the write.
+    check_out_memory(out, Tensors4bit(packed, absmax, code, code2, absmax2, offset))
+    _launch_into(out, packed, absmax, code, code2, absmax2, offset, *layout)
 
 
 @torch.library.custom_op("nf4kernel::dequantize_4bit", mutates_args=())
@@ -95,7 +113,7 @@ def _dequantize_out_op(
     dtype: torch.dtype,
     out: torch.Tensor,
 ) -> None:
-    _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype)
+    _launch_into_given(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype)
 
 
 @_dequantize_out_op.register_fake

@@ -14,11 +14,18 @@ one quantization block, so its scale is decoded once and broadcast along it.
 
 from __future__ import annotations
 
+import functools
+import json
+import math
+import os
+import threading
+import types
 from typing import NamedTuple
 
 import triton
 import triton.language as tl
 from triton.runtime.interpreter import InterpretedFunction
+from triton.runtime.jit import JITFunction
 
 
 @triton.jit
@@ -52,9 +59,9 @@ def dequantize_4bit_kernel(
     if WIDE:
         program = program.to(tl.int64)
     for i in tl.static_range(ITERS):
-        segment = (program * ITERS + i) * ROWS + tl.arange(0, ROWS)
-        block = segment // SEGMENTS
-        block_ok = block < n_blocks
+        block, block_ok, byte, byte_ok, elem, elem_ok = tile_indices(
+            program, i, n_elements, n_blocks, SEGMENTS, ROWS, COLS, ITERS, EVEN
+        )
         if NESTED:
             index = tl.load(absmax_ptr + block, mask=block_ok, other=0).to(tl.int32)
             scale = tl.load(code2_ptr + index, mask=block_ok, other=0.0) * tl.load(
@@ -64,11 +71,7 @@ def dequantize_4bit_kernel(
         else:
             scale = tl.load(absmax_ptr + block, mask=block_ok, other=0.0)
 
-        byte = segment[:, None] * COLS + tl.arange(0, COLS)[None, :]
-        if EVEN:
-            codes = tl.load(packed_ptr + byte, mask=block_ok[:, None], other=0, eviction_policy=EVICT)
-        else:
-            codes = tl.load(packed_ptr + byte, mask=byte < (n_elements + 1) // 2, other=0, eviction_policy=EVICT)
+        codes = tl.load(packed_ptr + byte, mask=byte_ok, other=0, eviction_policy=EVICT)
         # join keeps each byte's two codes side by side in its thread, so the reshapes move no data.
         nibbles = tl.reshape(tl.join(codes >> 4, codes & 15), (ROWS * 2 * COLS,)).to(tl.int32)
         vals = tl.reshape(tl.gather(codebook, nibbles, 0), (ROWS, 2 * COLS)) * scale[:, None]
@@ -81,31 +84,110 @@ def dequantize_4bit_kernel(
         else:
             result = vals.to(out_ptr.dtype.element_ty)
 
-        elem = segment[:, None] * (2 * COLS) + tl.arange(0, 2 * COLS)[None, :]
-        if EVEN:
-            tl.store(out_ptr + elem, result, mask=block_ok[:, None], eviction_policy=EVICT)
-        else:
-            tl.store(out_ptr + elem, result, mask=elem < n_elements, eviction_policy=EVICT)
+        tl.store(out_ptr + elem, result, mask=elem_ok, eviction_policy=EVICT)
+
+
+@triton.jit
+def packed_bytes(n_elements):
+    """ceil(n_elements / 2), without forming ``n_elements + 1``: an odd count just below 2**31 is an
+    int32 argument, and ``(n_elements + 1) // 2`` would wrap to a negative count (every byte masked).
+    (``//``, not ``>> 1``: the interpreter holds counts from 2**31 to 2**32 as uint32 data of an int64
+    type and shifts them as int32; the GPU types them int64.)"""
+    return n_elements - n_elements // 2
+
+
+@triton.jit
+def tile_indices(
+    program,
+    i: tl.constexpr,
+    n_elements,
+    n_blocks,
+    SEGMENTS: tl.constexpr,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+    ITERS: tl.constexpr,
+    EVEN: tl.constexpr,
+):
+    """Every index of tile ``i`` of ``program``: (block [ROWS], block_ok, byte [ROWS, COLS], byte_ok,
+    elem [ROWS, 2 * COLS], elem_ok). A function of its own so that tests can run it at any size.
+
+    Overflow: ``program`` is int64 when the launch is WIDE (the host sets WIDE when the last index of
+    the grid reaches 2**31); otherwise the largest value formed here is that last index, below 2**31.
+    ``n_elements`` is int64 from 2**31 on (Triton's argument typing) and only compared or halved."""
+    segment = (program * ITERS + i) * ROWS + tl.arange(0, ROWS)
+    block = segment // SEGMENTS
+    block_ok = block < n_blocks
+    byte = segment[:, None] * COLS + tl.arange(0, COLS)[None, :]
+    elem = segment[:, None] * (2 * COLS) + tl.arange(0, 2 * COLS)[None, :]
+    if EVEN:
+        # Whole blocks: a segment is all in or all out, so the masks are per segment.
+        byte_ok = block_ok[:, None]
+        elem_ok = block_ok[:, None]
+    else:
+        byte_ok = byte < packed_bytes(n_elements)
+        elem_ok = elem < n_elements
+    return block, block_ok, byte, byte_ok, elem, elem_ok
+
+
+def interpreted(jit_fn) -> InterpretedFunction:
+    """``jit_fn`` for Triton's CPU interpreter, with the ``@triton.jit`` functions it calls by global
+    name (at any depth) interpreted too: an interpreted kernel can't call a compiled-mode helper.
+
+    Each module's globals are copied once, with its jit functions swapped for interpreted copies
+    that run in that copy; the modules themselves are left as they are (the interpreter also adds
+    names to the globals it runs in, so it gets the copies). Under ``TRITON_INTERPRET=1``
+    ``triton.jit`` already made them interpreted."""
+    if isinstance(jit_fn, InterpretedFunction):
+        return jit_fn
+    return _interpreted_in({}, jit_fn)
+
+
+def _interpreted_in(scopes: dict, jit_fn) -> InterpretedFunction:
+    fn = jit_fn.fn
+    home = fn.__globals__
+    scope = scopes.get(id(home))
+    if scope is None:
+        scope = scopes[id(home)] = dict(home)
+        for name, value in home.items():
+            if isinstance(value, JITFunction):
+                scope[name] = _interpreted_in(scopes, value)
+    copy = types.FunctionType(fn.__code__, scope, fn.__name__, fn.__defaults__, fn.__closure__)
+    return InterpretedFunction(copy)
 
 
 # The same source, run by Triton's CPU interpreter: CPU tensors go through the very kernel above.
-interpreted_kernel = (
-    dequantize_4bit_kernel
-    if isinstance(dequantize_4bit_kernel, InterpretedFunction)
-    else InterpretedFunction(dequantize_4bit_kernel.fn)
-)
+interpreted_kernel = interpreted(dequantize_4bit_kernel)
+
+# Triton's interpreter is not thread-safe: for the length of a launch it patches triton.language
+# module-wide and keeps the grid in one module-level builder, so two interpreted launches at once
+# run each other's programs or call unpatched functions, and a compile at the same time (which
+# reads triton.language) sees the patched one. Every interpreted launch and every launch or compile
+# of this kernel through Triton's JIT holds this lock. Planned GPU launches (launch_cache) don't
+# touch Triton's Python side and take no lock. Reentrant: a launch hook may dequantize.
+TRITON_LOCK = threading.RLock()
 
 
 # --- Tile shape -----------------------------------------------------------------------------------
-# Speed only: every choice is bit-exact. A tile gives each thread 16 output bytes (one 128-bit store)
-# from the packed bytes it loaded itself, so no value crosses threads between load and store.
-# Picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/sweep-h200.json): large weights
-# stream best through small programs that evict early; smaller ones with 4 warps.
+# Speed only: every choice is bit-exact, on every GPU. A tile gives each thread 16 output bytes (one
+# 128-bit store) from the packed bytes it loaded itself, so no value crosses threads between load and
+# store. Picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/sweep-h200.json): large
+# weights stream best through small programs that evict early; smaller ones with 4 warps.
+#
+# On GPUs it was not tuned on (a T4, an A10, an L4, ...) the same table applies: the results are the
+# same bits, and the speed is whatever these choices give there (CI compiles every row for sm_75 to
+# the newest target Triton knows: tests/test_targets.py). A runner's owner tunes it for their GPU with
+# one command, the sweep, and points NF4KERNEL_TILES at what it wrote:
+#
+#     python -m nf4kernel.harness.sweep --json tiles.json && export NF4KERNEL_TILES=$PWD/tiles.json
+#
+# (read once per process, at the first GPU launch; see gpu_tiles).
 GPU_TILES = (
     # (packed bytes at least, num_warps, tiles per program, eviction policy)
     (16 << 20, 2, 2, "evict_first"),
     (0, 4, 2, ""),
 )
+TILES_ENV = "NF4KERNEL_TILES"
+EVICTS = ("", "evict_first", "evict_last")
 INTERPRETER_TILE_BYTES = 1 << 16  # the interpreter wants few, large programs
 
 
@@ -127,13 +209,53 @@ def tile_shape(n_bytes: int, blocksize: int, out_size: int, interpreted: bool, *
     if interpreted:
         tile_bytes, num_warps, iters, evict = INTERPRETER_TILE_BYTES, 1, 1, ""
     else:
-        num_warps, iters, evict = next(t[1:] for t in GPU_TILES if n_bytes >= t[0])
+        num_warps, iters, evict = next(t[1:] for t in gpu_tiles() if n_bytes >= t[0])
         num_warps = override.get("num_warps", num_warps)
         iters = override.get("iters", iters)
         evict = override.get("evict", evict)
         tile_bytes = (8 // out_size) * 32 * num_warps  # 16 output bytes per thread
     cols = min(blocksize // 2, tile_bytes)
     return Tile(tile_bytes // cols, cols, iters, num_warps, evict)
+
+
+@functools.cache
+def gpu_tiles() -> tuple[tuple[int, int, int, str], ...]:
+    """The tile table in use: GPU_TILES, or the one a sweep's JSON (named by NF4KERNEL_TILES) gives."""
+    path = os.environ.get(TILES_ENV)
+    if not path:
+        return GPU_TILES
+    try:
+        with open(path) as f:
+            sweep = json.load(f)
+    except (OSError, ValueError) as error:
+        raise ValueError(f"nf4kernel: {TILES_ENV}={path} is not a JSON file the sweep wrote: {error}") from None
+    return tiles_from_sweep(sweep, source=f"{TILES_ENV}={path}")
+
+
+def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int, int, int, str], ...]:
+    """A tile table from ``nf4kernel.harness.sweep --json``'s output: for each swept weight, its
+    fastest (num_warps, tiles per program, eviction) applies from its packed size up to the next
+    larger swept weight; the smallest one's applies below it too."""
+    best: dict[int, tuple[float, int, int, str]] = {}
+    for result in sweep.get("results") or () if isinstance(sweep, dict) else ():
+        n_bytes = (math.prod(result["shape"]) + 1) // 2
+        row = (float(result["us"]), *_tile_row(result, source))
+        best[n_bytes] = min(best.get(n_bytes, row), row)
+    if not best:
+        raise ValueError(f"nf4kernel: {source} has no results to tune the tile table from")
+    sizes = sorted(best, reverse=True)
+    return tuple((0 if size == sizes[-1] else size, *best[size][1:]) for size in sizes)
+
+
+def _tile_row(result: dict, source: str) -> tuple[int, int, str]:
+    num_warps, iters, evict = result.get("num_warps"), result.get("iters"), result.get("evict")
+    if num_warps not in (1, 2, 4, 8, 16, 32):
+        raise ValueError(f"nf4kernel: {source}: num_warps must be a power of two up to 32, got {num_warps!r}")
+    if isinstance(iters, bool) or not isinstance(iters, int) or not 1 <= iters <= 64:
+        raise ValueError(f"nf4kernel: {source}: iters must be an int from 1 to 64, got {iters!r}")
+    if evict not in EVICTS:
+        raise ValueError(f"nf4kernel: {source}: evict must be one of {EVICTS}, got {evict!r}")
+    return num_warps, iters, evict
 
 
 def launch_options(num_warps: int) -> dict:

@@ -6,11 +6,28 @@ argument, about as long as the kernel runs), so a plan keeps what the first call
 
 * It is keyed on the QuantState object (by id, with a weak reference so a freed state drops its
   plan and an id reused by a new object never matches).
-* It is valid only while the weight is unchanged: every call re-reads the *key* (the data
-  pointers, shapes, dtypes and blocksizes of the weight and its state) and compares it with the
-  one the plan was made for. A weight or state tensor that was replaced, moved to another device
-  or re-quantized has another key, and the call takes the checked path and makes a new plan.
+  A state that can't be weakly referenced (a class with ``__slots__`` and no ``__weakref__``) gets
+  no plan: each of its calls takes the checked path, correct and slower.
+* It is valid only for exactly what the checks accepted: every call re-reads the *key* (see
+  ``key_of``: for the weight and each state tensor its data pointer, dtype, element count and
+  contiguity, and the state's shape as ints, dtype, blocksizes and quant type) and compares it
+  with the one the plan was made for. A tensor replaced, moved, re-quantized or swapped for a view
+  of the same memory with another dtype, length or layout, or a list ``shape`` changed in place,
+  gives another key: the call takes the checked path, which raises what a fresh state would or
+  makes a new plan.
+* An ``out=`` buffer is checked on every call: the plan's launch takes only one of the planned
+  dtype, shape and device, contiguous, 16-byte aligned, sharing no byte with the weight or its
+  state, and writable under torch's autograd rules; anything else takes the checked path.
 * It holds integers and the compiled kernel, never a tensor: it pins nothing in memory.
+
+Threads: calls from several threads at once are safe and give each its own exact result. Triton's
+CPU interpreter keeps global state (it patches ``triton.language`` and holds the grid in a
+module-level builder for the length of a launch), so interpreted launches, and every launch that
+goes through Triton's JIT (which may compile, reading ``triton.language``), hold one lock,
+``kernel.TRITON_LOCK``. A planned GPU launch takes no lock: it reads the calling thread's current
+device and stream (both per thread in torch) and calls the driver, which is thread-safe. The plan
+table is a dict whose reads and writes are atomic; two threads planning one weight at once both
+make a valid plan and one of them is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +40,17 @@ import torch
 import triton
 
 from . import kernel as K
-from .quant_state import Layout, Tensors4bit, check_out, read, tensors_of
+from .quant_state import (
+    Layout,
+    Tensors4bit,
+    check_out,
+    check_out_memory,
+    extents,
+    integer,
+    overlaps,
+    read,
+    tensors_of,
+)
 
 _PLANS: dict[int, Plan] = {}
 _plain_tensors = torch._C.DisableTorchFunctionSubclass
@@ -39,26 +66,92 @@ _C_LAUNCH_LAYOUT = triton.__version__.startswith("3.6.")
 
 
 def key_of(packed: torch.Tensor, state) -> tuple:
-    """Everything a plan depends on, cheap to read: pointers, shapes, dtypes, blocksizes."""
+    """Everything the checks accepted that a later call could have changed, cheap to read. The
+    kernel's pointers come first, where the direct launch picks them (``POINTERS``).
+
+    Beyond the pointers: each state tensor's dtype, element count and contiguity (a view at the same
+    address with another dtype, length or layout must not pass), the packed weight's device, dtype,
+    shape and contiguity, and the state's shape as ints (``_shape_key``), dtype, blocksizes and
+    quant type. A state tensor's device needs no read: CUDA's unified addressing gives the host and
+    every device distinct addresses, so its pointer says where it is.
+
+    Cost: each read is one call into torch's C++, 50-100 ns; the checks added for issue 9 are 12 of
+    them (nested) and one type check of the shape, about +0.9 us on a slow CPU host (1.1 -> 2.1 us;
+    ``scripts/host_breakdown.py`` times ``key_of`` on a GPU machine)."""
     # Params4bit overrides __torch_function__, which makes each of these reads cost a microsecond
     # or two; they are plain reads of the tensor, so skip the override.
     with _plain_tensors():
+        absmax, code = state.absmax, state.code
         key = (
             packed.data_ptr(),
+            absmax.data_ptr(),
+            code.data_ptr(),
             packed.get_device(),
             packed.dtype,
             packed.shape,
-            state.absmax.data_ptr(),
-            state.code.data_ptr(),
-            state.shape,
+            packed.is_contiguous(),
+            absmax.dtype,
+            absmax.numel(),
+            absmax.is_contiguous(),
+            code.dtype,
+            code.numel(),
+            code.is_contiguous(),
+            _shape_key(state.shape),
             state.dtype,
             state.blocksize,
             state.quant_type,
         )
-    if state.nested:
-        state2 = state.state2
-        key += (state2.absmax.data_ptr(), state2.code.data_ptr(), state2.blocksize, state.offset.data_ptr())
+        if state.nested:
+            state2, offset = state.state2, state.offset
+            code2, absmax2 = state2.code, state2.absmax
+            key += (
+                code2.data_ptr(),
+                absmax2.data_ptr(),
+                offset.data_ptr(),
+                code2.dtype,
+                code2.numel(),
+                code2.is_contiguous(),
+                absmax2.dtype,
+                absmax2.numel(),
+                absmax2.is_contiguous(),
+                offset.dtype,
+                offset.numel(),  # one element is always contiguous
+                state2.blocksize,
+            )
     return key
+
+
+_FLAT_KEY_LENGTH = 17  # the nested part of a key starts here
+# Where the kernel's six pointers are in a key, in its argument order (packed, absmax, code, code2,
+# absmax2, offset); a flat state passes absmax for the last three (never read).
+POINTERS = {
+    False: itemgetter(0, 1, 2, 1, 1, 1),
+    True: itemgetter(0, 1, 2, _FLAT_KEY_LENGTH, _FLAT_KEY_LENGTH + 1, _FLAT_KEY_LENGTH + 2),
+}
+
+
+def _shape_key(shape):
+    # bitsandbytes' torch.Size is immutable: kept as it is (one type check). Anything else is copied
+    # as ints each call: a list changed in place after the plan was made must not still match it.
+    # A size that is no int becomes None, which no plan holds, so the checked path says what it is.
+    if type(shape) is torch.Size:
+        return shape
+    return tuple(map(integer, shape))
+
+
+def _version_bumper():
+    """``bump(tensor)``: what torch's in-place ops do to a tensor's version counter, so that autograd
+    notices a saved tensor that was overwritten. The C call takes one tensor in older torch and an
+    iterable in newer; the public wrapper (``torch.autograd.graph.increment_version``) costs more."""
+    increment = torch._C._increment_version
+    try:
+        increment((torch.empty(0),))
+    except TypeError:
+        return increment
+    return lambda tensor: increment((tensor,))
+
+
+bump_version = _version_bumper()
 
 
 def _hooks_active() -> bool:
@@ -69,10 +162,33 @@ def _hooks_active() -> bool:
     return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
 
 
+def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[int], K.Tile, dict]:
+    """(grid, tile, constexprs) for a weight of this layout: no tensor needed, so tests can ask for
+    any size. ``tile`` overrides the tuned num_warps / iters / evict (the sweep uses it)."""
+    t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
+    n_segments = -(-layout.n_elements // (2 * t.cols))
+    grid = (-(-n_segments // (t.rows * t.iters)),)
+    constexprs = {
+        "BLOCKSIZE": layout.blocksize,
+        "BLOCKSIZE2": max(layout.blocksize2, 1),
+        "NESTED": layout.nested,
+        "ROWS": t.rows,
+        "COLS": t.cols,
+        "ITERS": t.iters,
+        "EVEN": layout.n_elements % layout.blocksize == 0,
+        # 64-bit offsets once the grid's last element index (grid * 2 * bytes - 1) reaches 2**31 - 1;
+        # below that, no index the kernel forms can wrap in int32 (see kernel.tile_indices).
+        "WIDE": grid[0] * 2 * t.bytes >= 2**31,
+        "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
+        "EVICT": t.evict,
+    }
+    return grid, t, constexprs
+
+
 def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, **tile):
     """(grid, positional args, constexprs, options) for one launch. ``tile`` overrides the tuned
     num_warps / iters / evict (the sweep uses it)."""
-    t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
+    grid, t, constexprs = launch_geometry(layout, interpreted, **tile)
     absmax = tensors.absmax
     # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
     args = (
@@ -86,20 +202,6 @@ def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, in
         layout.n_elements,
         layout.n_blocks,
     )
-    n_segments = -(-layout.n_elements // (2 * t.cols))
-    grid = (-(-n_segments // (t.rows * t.iters)),)
-    constexprs = {
-        "BLOCKSIZE": layout.blocksize,
-        "BLOCKSIZE2": max(layout.blocksize2, 1),
-        "NESTED": layout.nested,
-        "ROWS": t.rows,
-        "COLS": t.cols,
-        "ITERS": t.iters,
-        "EVEN": layout.n_elements % layout.blocksize == 0,
-        "WIDE": grid[0] * 2 * t.bytes >= 2**31,
-        "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
-        "EVICT": t.evict,
-    }
     return grid, args, constexprs, K.launch_options(t.num_warps)
 
 
@@ -111,26 +213,27 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
     kernel = K.interpreted_kernel if interpreted else K.dequantize_4bit_kernel
     grid, args, constexprs, options = kernel_arguments(tensors, layout, out, interpreted)
     compiled = None
-    if device.type == "cuda":
-        with torch.cuda.device(device):
-            compiled = kernel[grid](*args, **constexprs, **options)
-    else:
-        kernel[grid](*args, **constexprs, **options)
+    # The interpreter's global state, and Triton's JIT (it may compile, reading triton.language while
+    # an interpreted launch has it patched): one launch at a time (module docstring, "Threads").
+    with K.TRITON_LOCK:
+        if device.type == "cuda":
+            with torch.cuda.device(device):
+                compiled = kernel[grid](*args, **constexprs, **options)
+        else:
+            kernel[grid](*args, **constexprs, **options)
     return (None if interpreted else compiled), grid, constexprs
 
 
 def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
-    """``launch(key, out, stream)``: the compiled kernel launched with the raw pointers from ``key``,
-    past Triton's argument binding; None where this Triton's launcher can't be called directly.
+    """``launch(key, out_pointer, stream)``: the compiled kernel launched with the raw pointers from
+    ``key``, past Triton's argument binding; None where this Triton's launcher can't be called directly.
 
     Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
     integers, which it passes through unchecked (a tensor would cost a driver query each)."""
     if compiled is None or not _direct_launch:
         return None
     run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-    # The kernel's pointers in its argument order, from their places in key_of's tuple: packed 0,
-    # absmax 4, code 5, code2 11, absmax2 10, offset 13 (a flat state passes absmax for the last three).
-    pick = itemgetter(0, 4, 5, 11, 10, 13) if layout.nested else itemgetter(0, 4, 5, 4, 4, 4)
+    pick = POINTERS[layout.nested]
     tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
     c_launch = getattr(run, "launch", None)
     if (
@@ -144,13 +247,13 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
         #  launch metadata, enter hook, exit hook): fixed for the plan.
         fixed = (function, run.launch_cooperative_grid, run.launch_pdl, None, None, metadata, None, None, None)
 
-        def launch(key, out, stream):
-            c_launch(grid, 1, 1, stream, *fixed, *pick(key), out.data_ptr(), *tail)
+        def launch(key, out_pointer, stream):
+            c_launch(grid, 1, 1, stream, *fixed, *pick(key), out_pointer, *tail)
 
         return launch
 
-    def launch(key, out, stream):
-        run(grid, 1, 1, stream, function, metadata, None, None, None, *pick(key), out.data_ptr(), *tail)
+    def launch(key, out_pointer, stream):
+        run(grid, 1, 1, stream, function, metadata, None, None, None, *pick(key), out_pointer, *tail)
 
     return launch
 
@@ -158,9 +261,21 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
 class Plan:
     """One weight's launch, ready to repeat while its key is unchanged. Holds no tensor."""
 
-    __slots__ = ("allocate", "device", "device_index", "fast", "key", "layout", "state_ref", "transposed")
+    __slots__ = (
+        "allocate",
+        "device",
+        "device_index",
+        "ends",
+        "fast",
+        "key",
+        "layout",
+        "out_bytes",
+        "starts",
+        "state_ref",
+        "transposed",
+    )
 
-    def __init__(self, state, key, layout: Layout, device: torch.device, fast):
+    def __init__(self, state_ref, key, layout: Layout, device: torch.device, fast, reads):
         self.key = key
         self.layout = layout
         self.device = device
@@ -170,19 +285,34 @@ class Plan:
         # empty_strided costs half of empty here (no layout inference).
         self.allocate = partial(torch.empty_strided, layout.shape, strides, dtype=layout.dtype, device=device)
         self.fast = fast
-        self.state_ref = weakref.ref(state, _forgetter(id(state)))
+        self.state_ref = state_ref
+        # What the kernel reads (quant_state.extents), for the overlap check on out=.
+        self.starts = tuple(start for start, _ in reads)
+        self.ends = tuple(end for _, end in reads)
+        self.out_bytes = layout.n_elements * layout.dtype.itemsize
 
-    def accepts(self, out) -> bool:
+    def accepts(self, out) -> int:
+        """``out``'s data pointer where the planned launch may write it; 0 sends the call to the
+        checked path, which says what is wrong (or, for an ``out`` that is not 16-byte aligned,
+        launches through Triton). Cost: about 8 tensor reads and one bisection."""
         layout = self.layout
-        return (
+        if not (
             out.dtype == layout.dtype
             and out.shape == layout.shape
             and out.is_contiguous()
             and out.device == self.device
-            and out.data_ptr() % 16 == 0  # the compiled kernel assumes the alignment it was built for
-        )
+        ):
+            return 0
+        if out.requires_grad and torch.is_grad_enabled():  # second read only when it requires grad
+            return 0
+        if out.is_inference() and not torch.is_inference_mode_enabled():
+            return 0
+        pointer = out.data_ptr()
+        if pointer % 16 or overlaps(pointer, pointer + self.out_bytes, self.starts, self.ends):
+            return 0  # the compiled kernel assumes the alignment it was built for
+        return pointer
 
-    def launch(self, key, out) -> bool:
+    def launch(self, key, out_pointer: int) -> bool:
         """The direct launch; False where it can't be made (then Triton's own path launches)."""
         global _direct_launch
         fast = self.fast
@@ -191,10 +321,10 @@ class Plan:
         index = self.device_index
         try:
             if _current_device() == index:
-                fast(key, out, _raw_stream(index))
+                fast(key, out_pointer, _raw_stream(index))
             else:
                 with torch.cuda.device(index):
-                    fast(key, out, _raw_stream(index))
+                    fast(key, out_pointer, _raw_stream(index))
         except TypeError:
             # This Triton's launcher takes other arguments; it checks them before launching, so
             # nothing ran. Use Triton's own path from now on.
@@ -215,36 +345,57 @@ def _forgetter(state_id: int):
     return forget
 
 
+def _weak_ref(state):
+    """A weak reference that drops the state's plan when it is freed; None where the state can't be
+    weakly referenced (then it gets no plan: a strong one would keep it alive)."""
+    try:
+        return weakref.ref(state, _forgetter(id(state)))
+    except TypeError:
+        return None
+
+
 def dequantize(packed: torch.Tensor, state, out):
     """The eager entry: a planned launch when the weight is unchanged, else the checked path."""
     plan = _PLANS.get(id(state))
     if plan is not None and plan.state_ref() is state:
         try:
             key = key_of(packed, state)
-        except AttributeError:  # a field the plan read is gone: the checked path will say so
-            key = None
-        if key == plan.key:
+            unchanged = key == plan.key
+        except Exception:  # something the plan read is gone or is not what it was: the checked path says what
+            unchanged = False
+        if unchanged:
             if out is None:
                 out = plan.allocate()
-            elif not plan.accepts(out):
-                return _checked(packed, state, out)
-            if not plan.launch(key, out):
+                pointer = out.data_ptr()
+            else:
+                pointer = plan.accepts(out)
+                if not pointer:
+                    return _checked(packed, state, out)
+                bump_version(out)
+            if not plan.launch(key, pointer):
                 launch(tensors_of(packed, state), plan.layout, out)
             return out.t() if plan.transposed else out
     return _checked(packed, state, out)
 
 
 def _checked(packed: torch.Tensor, state, out):
+    """Every check, then Triton's launch and a plan for the next call. Whatever is wrong raises before
+    anything is written."""
     tensors, layout = read(packed, state)
     device = packed.device
     if out is None:
         out = torch.empty(layout.shape, dtype=layout.dtype, device=device)
     else:
         check_out(out, layout, device)
+        check_out_memory(out, tensors)
+        bump_version(out)
     if layout.n_elements == 0:
         return out.t() if layout.transposed else out
+    key = key_of(packed, state)
+    state_ref = _weak_ref(state)
     compiled, grid, constexprs = launch(tensors, layout, out)
-    if out.data_ptr() % 16 == 0:  # a plan's launches assume the alignment this one was compiled for
+    # A plan's launches assume the alignment this one was compiled for.
+    if state_ref is not None and out.data_ptr() % 16 == 0:
         fast = direct_launcher(compiled, grid[0], layout, constexprs)
-        _PLANS[id(state)] = Plan(state, key_of(packed, state), layout, device, fast)
+        _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors))
     return out.t() if layout.transposed else out

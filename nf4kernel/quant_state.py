@@ -1,12 +1,32 @@
 """Reads a bitsandbytes 4-bit weight and its QuantState into what the kernel needs, checking it all.
 
-Every problem is reported as a ``ValueError`` or ``TypeError`` that names it; nothing passed in is
-modified. This is the slow path: the launch cache (``launch_cache.py``) runs it once per weight.
+Every problem is reported as a ``ValueError`` or ``TypeError`` that names it, before anything is
+written; nothing passed in is modified. This is the slow path: the launch cache
+(``launch_cache.py``) runs it once per weight, and again whenever anything it read has changed.
+
+Decisions a user can see:
+
+* **A packed ``W`` whose first dimension is 1** is the transposed packing, whatever its number of
+  dimensions, as ``bitsandbytes.functional.dequantize_4bit`` decides (``A.shape[0] == 1``): the
+  result comes back transposed (``.t()``), so ``quant_state.shape`` must then have at most 2
+  dimensions (a 1-D result is its own transpose). bitsandbytes' own ``[(n + 1) // 2, 1]`` packing of
+  a weight with one or two elements is ``[1, 1]`` and so comes back transposed too, as there.
+  A 0-dimensional ``W`` has no first dimension: not transposed.
+* **``quant_state.shape``** may be any sequence of non-negative integers (``torch.Size``, tuple,
+  list, numpy integers); it is read as ints each call.
+* **``out=``** follows torch's ``out=`` ops: it must have the result's shape, dtype and device, be
+  contiguous, and share no byte with ``W`` or any state tensor (torch refuses such overlap too);
+  while autograd records (grad mode on) it must not require grad, an inference tensor is only
+  accepted inside ``torch.inference_mode()``, and a write bumps its version counter, so a tensor
+  that autograd saved for backward and that was then overwritten makes backward fail instead of
+  giving wrong gradients.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 from typing import NamedTuple
 
 import torch
@@ -14,6 +34,20 @@ import torch
 OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 QUANT_TYPES = ("nf4", "fp4")
 BLOCKSIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)  # what bitsandbytes accepts for 4-bit
+# The packed codes are read as bytes, whatever dtype bitsandbytes' quant_storage views them as (uint8,
+# or a float dtype for FSDP); any plain integer or float dtype is accepted. Others are refused by name
+# (a complex or bool tensor is no packing, and Triton has no pointer type for a complex one).
+PACKED_DTYPES = (
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+)
 
 
 class Tensors4bit(NamedTuple):
@@ -25,6 +59,17 @@ class Tensors4bit(NamedTuple):
     code2: torch.Tensor | None  # fp32 [256], nested only
     absmax2: torch.Tensor | None  # fp32, nested only
     offset: torch.Tensor | None  # fp32, one element, nested only
+
+
+# How the user knows each tensor, for messages.
+TENSOR_NAMES = (
+    "W",
+    "quant_state.absmax",
+    "quant_state.code",
+    "quant_state.state2.code",
+    "quant_state.state2.absmax",
+    "quant_state.offset",
+)
 
 
 class Layout(NamedTuple):
@@ -88,10 +133,45 @@ def _tensor(state, name, value, dtype, numel, device) -> torch.Tensor:
     return value
 
 
+def integer(value):
+    """``value`` as an int if it is an integer (numpy's too), else None. bool is not a size."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
 def _blocksize(name, value, allowed) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value not in allowed:
+    size = integer(value)
+    if size not in allowed:
         raise ValueError(f"nf4kernel: {name} must be one of {allowed}, got {value!r}")
-    return value
+    return size
+
+
+def read_shape(shape) -> torch.Size:
+    """``quant_state.shape`` as a torch.Size of ints, or a TypeError / ValueError naming what is wrong."""
+    try:
+        dims = [integer(d) for d in shape]
+    except TypeError:  # not iterable
+        dims = [None]
+    if None in dims:
+        raise TypeError(f"nf4kernel: quant_state.shape must be a sequence of ints, got {shape!r}")
+    if any(d < 0 for d in dims):
+        raise ValueError(f"nf4kernel: quant_state.shape has a negative size: {tuple(dims)}")
+    return torch.Size(dims)
+
+
+def _state2(state):
+    """The second-level state of a nested (double-quantized) state, checked for its fields."""
+    state2 = getattr(state, "state2", None)
+    if state2 is None:
+        raise TypeError("nf4kernel: quant_state is nested (double-quantized) but has no state2")
+    for field in ("absmax", "code", "blocksize"):
+        if not hasattr(state2, field):
+            raise TypeError(f"nf4kernel: quant_state.state2 has no '{field}': expected a bitsandbytes QuantState")
+    return state2
 
 
 def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
@@ -108,16 +188,16 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
     if state.dtype not in OUTPUT_DTYPES:
         raise ValueError(f"nf4kernel: output dtype must be float16, bfloat16 or float32, got {state.dtype}")
     blocksize = _blocksize("quant_state.blocksize", state.blocksize, BLOCKSIZES)
-    try:
-        shape = torch.Size(state.shape)
-    except TypeError:
-        raise TypeError(f"nf4kernel: quant_state.shape must be a sequence of ints, got {state.shape!r}") from None
+    shape = read_shape(state.shape)
     n_elements = math.prod(shape)
     n_blocks = -(-n_elements // blocksize)
     device = packed.device
     if device.type not in ("cuda", "cpu"):
         raise ValueError(f"nf4kernel: W is on {device}; CUDA devices and the CPU are supported")
 
+    if packed.dtype not in PACKED_DTYPES:
+        names = ", ".join(str(d).removeprefix("torch.") for d in PACKED_DTYPES)
+        raise TypeError(f"nf4kernel: the packed weight's dtype is {packed.dtype}; it must be one of {names}")
     if not packed.is_contiguous():
         raise ValueError("nf4kernel: the packed weight must be contiguous")
     n_bytes = packed.numel() * packed.element_size()
@@ -131,18 +211,23 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
     code2 = absmax2 = offset = None
     blocksize2 = 0
     if state.nested:
-        state2 = state.state2
+        state2 = _state2(state)
         blocksize2 = _blocksize("quant_state.state2.blocksize", state2.blocksize, BLOCKSIZES)
         absmax = _tensor(state, "absmax", state.absmax, torch.uint8, n_blocks, device)
         code2 = _tensor(state, "state2.code", state2.code, torch.float32, 256, device)
         absmax2 = _tensor(state, "state2.absmax", state2.absmax, torch.float32, -(-n_blocks // blocksize2), device)
-        offset = _tensor(state, "offset", state.offset, torch.float32, 1, device)
+        offset = _tensor(state, "offset", getattr(state, "offset", None), torch.float32, 1, device)
     else:
         absmax = _tensor(state, "absmax", state.absmax, torch.float32, n_blocks, device)
 
-    transposed = packed.dim() == 2 and packed.shape[0] == 1
+    # bitsandbytes' rule (see the module docstring): a first dimension of 1 means transposed.
+    transposed = packed.dim() >= 1 and packed.shape[0] == 1
     if transposed and len(shape) > 2:
-        raise ValueError(f"nf4kernel: a [1, n/2] (transposed) packed weight needs a 2-D shape, got {tuple(shape)}")
+        raise ValueError(
+            f"nf4kernel: a packed W of shape {tuple(packed.shape)} (first dimension 1) is the transposed "
+            f"packing, whose result is transposed back; that needs at most a 2-D quant_state.shape, "
+            f"got {tuple(shape)}"
+        )
 
     tensors = Tensors4bit(packed, absmax, code, code2, absmax2, offset)
     layout = Layout(shape, state.dtype, blocksize, blocksize2, n_elements, n_blocks, transposed)
@@ -150,7 +235,8 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
 
 
 def check_out(out: torch.Tensor, layout: Layout, device: torch.device) -> None:
-    """``out=`` must be exactly the buffer the result would have been."""
+    """``out=`` must be exactly the buffer the result would have been, writable as torch's ``out=``
+    ops allow. Traceable by Dynamo; ``check_out_memory`` checks what only the real tensor can say."""
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"nf4kernel: out must be a tensor, got {type(out).__name__}")
     if out.shape != layout.shape:
@@ -161,3 +247,56 @@ def check_out(out: torch.Tensor, layout: Layout, device: torch.device) -> None:
         raise ValueError(f"nf4kernel: out is on {out.device} but W is on {device}")
     if not out.is_contiguous():
         raise ValueError("nf4kernel: out must be contiguous")
+    if out.requires_grad and torch.is_grad_enabled():
+        raise ValueError(
+            "nf4kernel: out requires grad; writing into it can't be differentiated (torch's out= ops refuse "
+            "this too): pass an out that does not require grad, or call under torch.no_grad()"
+        )
+
+
+def extents(tensors: Tensors4bit) -> tuple[tuple[int, int], ...]:
+    """The byte ranges ``[start, end)`` the kernel reads, merged and sorted by start (for
+    ``overlaps``). The tensors are contiguous (``read`` checked), so each is one range; data
+    pointers are unique across devices (CUDA's unified addressing puts every device and the host in
+    one address space)."""
+    spans = sorted(_span(t) for t in tensors if t is not None and t.numel())
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return tuple((start, end) for start, end in merged)
+
+
+def _span(tensor: torch.Tensor) -> tuple[int, int]:
+    """The bytes ``[start, end)`` of a contiguous tensor."""
+    start = tensor.data_ptr()
+    return start, start + tensor.numel() * tensor.element_size()
+
+
+def overlaps(start: int, end: int, starts: tuple[int, ...], ends: tuple[int, ...]) -> bool:
+    """Whether ``[start, end)`` shares a byte with one of the sorted, disjoint ranges ``starts[i],
+    ends[i]``: only the last range that starts before ``end`` can (one bisection, no loop)."""
+    i = bisect.bisect_left(starts, end) - 1
+    return i >= 0 and ends[i] > start
+
+
+def check_out_memory(out: torch.Tensor, tensors: Tensors4bit) -> None:
+    """What only the real ``out`` can say (Dynamo traces neither): it must share no byte with what
+    the kernel reads (the result would depend on the order in which the kernel's programs run, and
+    an input would be overwritten), and an inference tensor may only be written in inference mode."""
+    if out.is_inference() and not torch.is_inference_mode_enabled():
+        raise ValueError(
+            "nf4kernel: out is an inference tensor, which can only be written inside torch.inference_mode() "
+            "(as for torch's own in-place and out= ops)"
+        )
+    start, end = _span(out)
+    for name, tensor in zip(TENSOR_NAMES, tensors, strict=True):
+        if tensor is not None and tensor.numel() and out.numel():
+            other_start, other_end = _span(tensor)
+            if other_start < end and start < other_end:
+                raise ValueError(
+                    f"nf4kernel: out overlaps {name} in memory; the result would be wrong and {name} overwritten "
+                    "(torch's out= ops refuse this too): pass a separate buffer"
+                )

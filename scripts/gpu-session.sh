@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device-machine session: unpack the offline bundle (bitsandbytes, unsloth, nox, asv for the
 # GPU image's Python 3.12), then run the steps named on the command line, logs under $OUT.
-#   bash scripts/gpu-session.sh env tests sweep perf gate
+#   bash scripts/gpu-session.sh env tests sweep perf gate host-cost
 #   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
@@ -50,6 +50,18 @@ for step in "$@"; do
       done
       tail -n 25 "$OUT/gate-runs.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
+    host-cost)
+      # The planned call's host cost now and before issue 9, interleaved, twice. "Before" is the package
+      # at c0dfe69, unpacked beside the tree first (untracked, so it travels with it):
+      #   mkdir -p .before && git archive c0dfe69 nf4kernel | tar -x -C .before
+      [ -d .before/nf4kernel ] || echo "no .before/nf4kernel: measuring this tree only"
+      for round in 1 2; do
+        for tree in .before .; do
+          [ -d "$tree/nf4kernel" ] || continue
+          echo "--- $tree, round $round"
+          PYTHONPATH=/tmp/site:$PWD/$tree python3 scripts/host_breakdown.py
+        done
+      done 2>&1 | tee "$OUT/host-cost.txt" ;;
     perf) python3 -m nf4kernel.harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
   esac

@@ -1,6 +1,10 @@
 """Where a planned call's host time goes (4096x1024 bf16 nested NF4), on a GPU machine.
 
 python scripts/host_breakdown.py
+
+It runs on this tree and on the package before issue 9 (c0dfe69), so the two can be compared on
+one machine: ``git archive c0dfe69 nf4kernel | tar -x -C .before`` in a checkout, then
+``PYTHONPATH=.before python scripts/host_breakdown.py`` (before) and ``python scripts/host_breakdown.py``.
 """
 
 import timeit
@@ -11,6 +15,7 @@ import nf4kernel
 from nf4kernel import launch_cache, quant_state
 from nf4kernel.harness import workload
 
+print(f"nf4kernel from {nf4kernel.__file__}")
 layer = workload.build_mlp(1024, 4096, torch.bfloat16, seed=0).layers[0]
 W, state = layer.weight, layer.weight.quant_state
 nf4kernel.dequantize(layer)
@@ -18,6 +23,9 @@ plan = launch_cache._PLANS[id(state)]
 key = launch_cache.key_of(W, state)
 out = torch.empty(state.shape, dtype=state.dtype, device="cuda")
 stream = torch._C._cuda_getCurrentRawStream(0)
+# Since issue 9 the direct launch takes out's data pointer (accepts() has read it); before, the tensor.
+takes_pointer = hasattr(launch_cache, "POINTERS")
+out_arg = out.data_ptr() if takes_pointer else out
 N = 2000
 
 
@@ -35,5 +43,9 @@ t("dequantize(W) (Params4bit)", lambda: nf4kernel.dequantize(W))
 t("dequantize(W, out=out)", lambda: nf4kernel.dequantize(W, out=out))
 t("  unwrap", lambda: quant_state.unwrap(layer, None))
 t("  key_of", lambda: launch_cache.key_of(W, state))
+t("  key == plan.key", lambda: key == plan.key)
 t("  allocate (empty_strided)", plan.allocate)
-t("  launch", lambda: plan.fast(key, out, stream))
+t("  accepts(out)", lambda: plan.accepts(out))
+if takes_pointer:
+    t("  bump_version(out)", lambda: launch_cache.bump_version(out))
+t("  launch", lambda: plan.fast(key, out_arg, stream))

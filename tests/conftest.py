@@ -34,6 +34,18 @@ def fresh_triton_cache(tmp_path, monkeypatch):
     return tmp_path / "triton-cache"
 
 
+@pytest.fixture
+def fast_thread_switching():
+    """Threads switch every few microseconds instead of every 5 ms, so that racing threads interleave
+    inside a launch on every run, not by luck."""
+    import sys
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(interval)
+
+
 def make_weight(
     shape,
     dtype=torch.bfloat16,
@@ -81,6 +93,17 @@ def bnb_dequantize(packed, state):
     return out.t() if packed.shape[0] == 1 else out
 
 
+def get_field(state, field: str):
+    """``state.<field>``, where ``field`` may name the second level: ``"state2.absmax"``."""
+    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
+    return getattr(holder, name)
+
+
+def set_field(state, field: str, value) -> None:
+    holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
+    setattr(holder, name, value)
+
+
 def tensors_in(obj) -> dict:
     """Every tensor a weight/state holds, by name: to check that a call modified none of them."""
     found = {}
@@ -94,9 +117,10 @@ def tensors_in(obj) -> dict:
         if isinstance(value, torch.Tensor):
             found[name] = value
     state2 = getattr(obj, "state2", None)
-    if state2 is not None:
-        found["state2.absmax"] = state2.absmax
-        found["state2.code"] = state2.code
+    for name in ("absmax", "code"):
+        value = getattr(state2, name, None)
+        if isinstance(value, torch.Tensor):
+            found[f"state2.{name}"] = value
     return found
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import copy
+
+import numpy as np
 import pytest
 import torch
 from conftest import assert_unmodified, bnb_dequantize, make_weight, requires_gpu, snapshot
@@ -157,3 +160,97 @@ def test_reference_matches_bitsandbytes():
                         )
                         expected = bnb_dequantize(packed, state)
                         assert torch.equal(nf4kernel.dequantize_reference(packed, state), expected)
+
+
+@pytest.mark.parametrize(
+    "shape_of",
+    [list, tuple, lambda s: tuple(np.int64(d) for d in s), lambda s: np.array(s, dtype=np.int32)],
+    ids=["list", "tuple", "numpy-ints", "numpy-array"],
+)
+def test_a_shape_of_any_integer_sequence(device, shape_of):
+    packed, state = make_weight((33, 77), torch.float16, device=device)
+    state = copy.deepcopy(state)
+    expected = bnb_dequantize(packed, state)
+    state.shape = shape_of(state.shape)
+    for _ in range(2):  # the checked call, then the planned one
+        got = nf4kernel.dequantize(packed, state)
+        assert got.shape == (33, 77) and torch.equal(got, expected)
+
+
+# A packed W whose first dimension is 1 is the transposed packing whatever its number of dimensions,
+# as bitsandbytes decides (quant_state.py's docstring): (weight shape, how W is reshaped).
+FIRST_DIMENSION_ONE = [
+    ((1, 2), lambda p: p),  # bitsandbytes' own [1, 1] packing of two elements
+    ((1, 2), lambda p: p.reshape(1)),  # 1-D
+    ((48, 80), lambda p: p.reshape(1, -1, 1)),  # 3-D
+    ((2,), lambda p: p.reshape(1)),  # a 1-D result is its own transpose
+]
+
+
+@pytest.mark.parametrize(
+    "shape,repack", FIRST_DIMENSION_ONE, ids=["2-D [1, 1]", "1-D [1]", "3-D [1, k, 1]", "1-D result"]
+)
+def test_a_packed_w_whose_first_dimension_is_one_is_transposed_as_bitsandbytes_does(device, shape, repack):
+    packed, state = make_weight(shape, torch.float16, device=device)
+    packed = repack(packed)
+    expected = bnb_dequantize(packed, state)
+    for _ in range(2):
+        got = check(packed, state)
+        assert got.shape == expected.shape
+
+
+def _slice_of(packed, state, start: int, stop: int):
+    """Elements [start, stop) of a flat nested/plain weight as a weight of their own (start is a
+    multiple of blocksize * blocksize2, so every level's blocks line up)."""
+    import bitsandbytes.functional as F
+
+    blocksize = state.blocksize
+    first, last = start // blocksize, -(-stop // blocksize)
+    sub = copy.copy(state)
+    sub.shape = torch.Size([stop - start])
+    sub.absmax = state.absmax[first:last]
+    if state.nested:
+        size2 = state.state2.blocksize
+        sub.state2 = F.QuantState(
+            absmax=state.state2.absmax[first // size2 : -(-last // size2)],
+            code=state.state2.code,
+            blocksize=size2,
+            dtype=state.state2.dtype,
+        )
+    return packed[start // 2 : -(-stop // 2)], sub
+
+
+@requires_gpu
+@pytest.mark.gpu
+@pytest.mark.parametrize("nested", [True, False], ids=["absmax-nested", "absmax-fp32"])
+@pytest.mark.parametrize("n_elements", [2**31 - 1, 2**31 + 1], ids=["odd-below-2**31", "odd-above-2**31"])
+def test_odd_counts_around_2_31_on_gpu(n_elements, nested):
+    # (n + 1) // 2 in int32 wrapped for 2**31 - 1: every code read as zero. About 5 GiB of GPU memory.
+    import bitsandbytes.functional as F
+
+    generator = torch.Generator(device="cuda").manual_seed(0)
+    n_blocks = -(-n_elements // 64)
+    packed = torch.randint(0, 256, ((n_elements + 1) // 2, 1), dtype=torch.uint8, device="cuda", generator=generator)
+    if nested:
+        absmax = torch.randint(0, 256, (n_blocks,), dtype=torch.uint8, device="cuda", generator=generator)
+        absmax2 = torch.rand(-(-n_blocks // 256), device="cuda", generator=generator)
+        state2 = F.QuantState(absmax=absmax2, code=F.create_dynamic_map().cuda(), blocksize=256, dtype=torch.float32)
+        offset = torch.tensor(0.01, device="cuda")
+    else:
+        absmax, state2, offset = torch.rand(n_blocks, device="cuda", generator=generator), None, None
+    state = F.QuantState(
+        absmax=absmax,
+        shape=torch.Size([n_elements]),
+        dtype=torch.float16,
+        blocksize=64,
+        code=F.get_4bit_type("nf4", device="cuda"),
+        quant_type="nf4",
+        offset=offset,
+        state2=state2,
+    )
+    for _ in range(2):  # the checked launch, then the planned one
+        got = nf4kernel.dequantize(packed, state)
+        align = 64 * 256
+        for start, stop in [(0, 1 << 20), ((n_elements - (1 << 20)) // align * align, n_elements)]:
+            assert torch.equal(got[start:stop], bnb_dequantize(*_slice_of(packed, state, start, stop)))
+        del got

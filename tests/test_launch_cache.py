@@ -3,13 +3,15 @@ served a stale plan nor kept alive by one. One kernel launch per call, whatever 
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
+import threading
 import weakref
 
 import pytest
 import torch
-from conftest import HAS_CUDA, bnb_dequantize, make_weight
+from conftest import HAS_CUDA, bnb_dequantize, get_field, make_weight, set_field
 
 import nf4kernel
 from nf4kernel import kernel as K
@@ -40,9 +42,7 @@ def test_repeated_calls_reuse_the_plan(device, checked_calls):
 
 def _swap(state, other, fields):
     for field in fields:
-        holder, name = (state.state2, field[7:]) if field.startswith("state2.") else (state, field)
-        source = other.state2 if field.startswith("state2.") else other
-        setattr(holder, name, getattr(source, name))
+        set_field(state, field, get_field(other, field))
 
 
 @pytest.mark.parametrize("fields", [["absmax"], ["state2.absmax"], ["offset"], ["absmax", "state2.absmax", "offset"]])
@@ -213,3 +213,179 @@ def test_triton_launch_hooks_still_see_planned_launches():
     finally:
         hook.remove(seen.append)
     assert len(seen) == 2
+
+
+# --- A plan is valid only for exactly what the checks accepted --------------------------------------
+
+
+def _strided(tensor, stride=2):
+    """A view at the same address, same length and dtype, every other element: not contiguous."""
+    buffer = torch.zeros(tensor.numel() * stride, dtype=tensor.dtype, device=tensor.device)
+    buffer[: tensor.numel()] = tensor.reshape(-1)
+    return buffer[: tensor.numel()], buffer.as_strided(
+        tensor.shape if tensor.dim() == 1 else (tensor.numel(),), (stride,)
+    )
+
+
+def _first_size(value):
+    def change(shape):
+        shape[0] = value  # in place: the list the plan was made from
+        return shape
+
+    return change
+
+
+# (case, nested, field, what it becomes, exception, message): views at the same data pointer with
+# another dtype, length or layout, and a list shape changed in place. A fresh state that looks the
+# same gets the same exception (checked below too).
+FOOLING = [
+    ("sliced absmax", False, "absmax", lambda t: t[:-1], ValueError, "absmax has 511 values"),
+    ("absmax as int32", False, "absmax", lambda t: t.view(torch.int32), ValueError, "absmax must be torch.float32"),
+    ("nested absmax as int8", True, "absmax", lambda t: t.view(torch.int8), ValueError, "absmax must be torch.uint8"),
+    ("absmax as bytes", False, "absmax", lambda t: t.view(torch.uint8), ValueError, "absmax must be torch.float32"),
+    ("transposed absmax", False, "absmax", lambda t: t.view(16, 32).t(), ValueError, "absmax must be contiguous"),
+    ("code as int32", False, "code", lambda t: t.view(torch.int32), ValueError, "code must be torch.float32"),
+    ("sliced code", True, "code", lambda t: t[:8], ValueError, "code has 8 values"),
+    ("sliced state2.absmax", True, "state2.absmax", lambda t: t[:-1], ValueError, "state2.absmax has 1 values"),
+    ("sliced state2.code", True, "state2.code", lambda t: t[:255], ValueError, "state2.code has 255 values"),
+    (
+        "state2.code as int32",
+        True,
+        "state2.code",
+        lambda t: t.view(torch.int32),
+        ValueError,
+        "code must be torch.float32",
+    ),
+    ("offset as int32", True, "offset", lambda t: t.view(torch.int32), ValueError, "offset must be torch.float32"),
+    ("list shape changed in place", False, "shape", _first_size(64), ValueError, "packed bytes but quant_state.shape"),
+    ("list shape made of a float", False, "shape", _first_size(32.0), TypeError, "shape must be a sequence of ints"),
+]
+
+
+@pytest.mark.parametrize("nested,field,fool,error,pattern", [c[1:] for c in FOOLING], ids=[c[0] for c in FOOLING])
+def test_a_planned_state_is_not_fooled_by_views(device, nested, field, fool, error, pattern):
+    packed, state = make_weight((128, 256), device=device, nested=nested)  # 512 blocks, 2 absmax2 values
+    state = copy.deepcopy(state)
+    state.shape = list(state.shape)  # as a caller may build it
+    fresh = copy.deepcopy(state)
+    nf4kernel.dequantize(packed, state)
+    assert id(state) in launch_cache._PLANS
+    for s in (state, fresh):  # the planned state fails as a fresh one does
+        set_field(s, field, fool(get_field(s, field)))
+        with pytest.raises(error, match=pattern):
+            nf4kernel.dequantize(packed, s)
+
+
+@pytest.mark.parametrize("field", ["absmax", "code", "state2.absmax", "state2.code"])
+def test_a_strided_state_tensor_at_the_planned_address_is_refused(device, field):
+    packed, state = make_weight((128, 256), device=device, nested=True)  # 512 blocks: 2 absmax2 values
+    state = copy.deepcopy(state)
+    contiguous, strided = _strided(get_field(state, field))
+    set_field(state, field, contiguous)
+    expected = bnb_dequantize(packed, state)
+    assert torch.equal(nf4kernel.dequantize(packed, state), expected)  # plans it
+    set_field(state, field, strided)  # same address, dtype and length
+    with pytest.raises(ValueError, match=f"quant_state.{field} must be contiguous"):
+        nf4kernel.dequantize(packed, state)
+
+
+def test_a_strided_packed_weight_at_the_planned_address_is_refused(device):
+    packed, state = make_weight((32, 64), device=device)
+    contiguous, strided = _strided(packed)
+    nf4kernel.dequantize(contiguous.view(packed.shape), state)
+    with pytest.raises(ValueError, match="packed weight must be contiguous"):
+        nf4kernel.dequantize(strided.view(packed.shape[0], 1), state)
+
+
+def test_a_list_shape_changed_in_place_to_another_valid_shape(device, checked_calls):
+    packed, state = make_weight((32, 64), device=device)
+    state = copy.deepcopy(state)
+    state.shape = [32, 64]
+    assert nf4kernel.dequantize(packed, state).shape == (32, 64)
+    state.shape[0], state.shape[1] = 64, 32  # same bytes, another shape
+    got = nf4kernel.dequantize(packed, state)
+    assert got.shape == (64, 32) and torch.equal(got, bnb_dequantize(packed, state))
+    assert len(checked_calls) == 2
+    nf4kernel.dequantize(packed, state)
+    assert len(checked_calls) == 2  # the unchanged list matches its new plan
+
+
+def test_the_key_holds_the_kernel_pointers(device):
+    for nested in (False, True):
+        packed, state = make_weight((32, 64), device=device, nested=nested)
+        tensors = launch_cache.tensors_of(packed, state)
+        absmax = tensors.absmax
+        expected = [t.data_ptr() for t in tensors[:3]] + [(absmax if t is None else t).data_ptr() for t in tensors[3:]]
+        assert list(launch_cache.POINTERS[nested](launch_cache.key_of(packed, state))) == expected
+
+
+class SlotState:
+    """A state object that can't be weakly referenced (no __weakref__ slot)."""
+
+    __slots__ = ("absmax", "blocksize", "code", "dtype", "nested", "offset", "quant_type", "shape", "state2")
+
+    def __init__(self, state):
+        for name in self.__slots__:
+            setattr(self, name, getattr(state, name))
+
+
+def test_a_state_that_cannot_be_weakly_referenced_works_unplanned(device, checked_calls):
+    packed, state = make_weight((32, 64), device=device)
+    expected = bnb_dequantize(packed, state)
+    slot_state = SlotState(state)
+    out = torch.full_like(expected, float("nan"))
+    assert nf4kernel.dequantize(packed, slot_state, out=out) is out
+    assert torch.equal(out, expected)
+    assert torch.equal(nf4kernel.dequantize(packed, slot_state), expected)
+    assert id(slot_state) not in launch_cache._PLANS
+    assert len(checked_calls) == 2  # every call checked: a plan can't be tied to its life
+
+
+# --- Threads ----------------------------------------------------------------------------------------
+
+THREAD_WEIGHTS = [
+    ((64, 96), torch.float16, True),
+    ((33, 77), torch.bfloat16, False),
+    ((7, 300), torch.float32, True),
+    ((128, 64), torch.bfloat16, True),
+]
+
+
+def _in_threads(work, n):
+    """Runs ``work(i)`` for i < n in n threads started together; returns what each raised or None."""
+    barrier = threading.Barrier(n)
+    errors = [None] * n
+
+    def run(i):
+        barrier.wait()
+        try:
+            work(i)
+        except BaseException as error:  # reported by the test
+            errors[i] = error
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return errors
+
+
+def test_concurrent_calls_from_threads_are_exact(device, fast_thread_switching):
+    weights = [make_weight(s, d, nested=n, device=device, seed=i) for i, (s, d, n) in enumerate(THREAD_WEIGHTS)]
+    expected = [bnb_dequantize(p, s) for p, s in weights]
+    results = [[] for _ in weights]
+
+    def work(i):
+        packed, state = weights[i]
+        stream = torch.cuda.Stream(device) if device == "cuda" else None
+        with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+            for _ in range(4):  # the checked launch, then planned ones
+                out = torch.full_like(expected[i], float("nan"))
+                results[i].append((nf4kernel.dequantize(packed, state), nf4kernel.dequantize(packed, state, out=out)))
+        if stream is not None:
+            stream.synchronize()
+
+    assert _in_threads(work, len(weights)) == [None] * len(weights)
+    for got, want in zip(results, expected, strict=True):
+        assert all(torch.equal(a, want) and torch.equal(b, want) for a, b in got)

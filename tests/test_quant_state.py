@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import copy
+import math
+import re
 
 import pytest
 import torch
-from conftest import HAS_CUDA, assert_unmodified, make_weight, snapshot
+from conftest import HAS_CUDA, assert_unmodified, bnb_dequantize, get_field, make_weight, set_field, snapshot
 
 import nf4kernel
+from nf4kernel import launch_cache
 
 
 def _weight(device, nested=True):
@@ -24,6 +27,11 @@ def _replace(state, **fields):
 
 def _call(packed, state, **kwargs):
     return lambda: nf4kernel.dequantize(packed, state, **kwargs)
+
+
+def _without(state, name):
+    delattr(state, name)
+    return state
 
 
 # (case id, builder(device) -> (callable, objects to check unmodified), exception, message pattern)
@@ -141,6 +149,66 @@ BAD_INPUTS = [
         "transposed",
     ),
     (
+        "nested state without state2",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], state2=None))),
+        TypeError,
+        r"quant_state is nested \(double-quantized\) but has no state2",
+    ),
+    (
+        "nested state with no state2 attribute",
+        lambda d: ((w := _weight(d)), _call(w[0], _without(w[1], "state2"))),
+        TypeError,
+        "has no state2",
+    ),
+    (
+        "state2 that is not a QuantState",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], state2=object()))),
+        TypeError,
+        "quant_state.state2 has no 'absmax'",
+    ),
+    (
+        "nested state with no offset attribute",
+        lambda d: ((w := _weight(d)), _call(w[0], _without(w[1], "offset"))),
+        TypeError,
+        "quant_state.offset must be a tensor, got NoneType",
+    ),
+    (
+        "complex W",
+        lambda d: ((w := _weight(d)), _call(w[0].reshape(-1).view(torch.complex64), w[1])),
+        TypeError,
+        "packed weight's dtype is torch.complex64; it must be one of uint8",
+    ),
+    (
+        "bool W",
+        lambda d: ((w := _weight(d)), _call(w[0].view(torch.bool), w[1])),
+        TypeError,
+        "packed weight's dtype is torch.bool",
+    ),
+    (
+        "shape with a negative size",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], shape=[-32, -64]))),
+        ValueError,
+        r"quant_state.shape has a negative size: \(-32, -64\)",
+    ),
+    (
+        "shape of floats",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], shape=(32.0, 64.0)))),
+        TypeError,
+        "shape must be a sequence of ints",
+    ),
+    (
+        "shape of bools",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], shape=[True, 2048]))),
+        TypeError,
+        "shape must be a sequence of ints",
+    ),
+    (
+        "3-D packing with a first dimension of 1 and a 3-D shape",
+        lambda d: ((w := make_weight((4, 8, 64), device=d)), _call(w[0].reshape(1, -1, 1), w[1])),
+        ValueError,
+        r"packed W of shape \(1, 1024, 1\) \(first dimension 1\) is the transposed packing",
+    ),
+    (
         "out of the wrong shape",
         lambda d: ((w := _weight(d)), _call(*w, out=torch.empty((64, 32), dtype=torch.bfloat16, device=d))),
         ValueError,
@@ -205,3 +273,117 @@ def test_out_on_another_device_than_w():
     packed, state = make_weight((32, 64), device="cuda")
     with pytest.raises(ValueError, match="out is on cpu but W is on cuda"):
         nf4kernel.dequantize(packed, state, out=torch.empty((32, 64), dtype=torch.bfloat16))
+
+
+# --- out= follows torch's out= ops -----------------------------------------------------------------
+
+OUT_SHAPE = (32, 64)
+
+
+def _aliased(device, field):
+    """A weight whose ``field`` tensor lies in one buffer with a bf16 out: out starts at the 16-byte
+    boundary that holds the tensor's last byte, so the two share a few bytes (or all of the tensor)."""
+    packed, state = _weight(device)
+    tensor = packed if field == "W" else get_field(state, field)
+    n_bytes = tensor.numel() * tensor.element_size()
+    out_bytes = math.prod(OUT_SHAPE) * 2
+    start = (n_bytes - 1) // 16 * 16
+    buffer = torch.zeros(start + out_bytes, dtype=torch.uint8, device=device)
+    buffer[:n_bytes] = tensor.reshape(-1).view(torch.uint8)
+    moved = buffer[:n_bytes].view(tensor.dtype).view(tensor.shape)
+    if field == "W":
+        packed = moved
+    else:
+        set_field(state, field, moved)
+    out = buffer[start:].view(torch.bfloat16).view(OUT_SHAPE)
+    return packed, state, out
+
+
+def _plan(packed, state):
+    """A planned call first, so that the next one takes the launch cache's planned path."""
+    nf4kernel.dequantize(packed, state)
+    assert id(state) in launch_cache._PLANS
+
+
+def _weight_for(device, planned):
+    """A weight, planned already when ``planned``: the out= rules hold on both paths."""
+    packed, state = _weight(device)
+    if planned:
+        _plan(packed, state)
+    return packed, state
+
+
+PLANNED = pytest.mark.parametrize("planned", [False, True], ids=["fresh", "planned"])
+
+
+@PLANNED
+@pytest.mark.parametrize("field", ["W", "absmax", "code", "offset", "state2.absmax", "state2.code"])
+def test_out_overlapping_an_input_is_refused(device, field, planned):
+    packed, state, out = _aliased(device, field)
+    if planned:
+        _plan(packed, state)
+    snap = snapshot(packed, state)
+    name = "W" if field == "W" else f"quant_state.{field}"
+    with pytest.raises(ValueError, match=f"out overlaps {re.escape(name)} in memory"):
+        nf4kernel.dequantize(packed, state, out=out)
+    assert_unmodified(snap)
+
+
+@PLANNED
+def test_out_next_to_an_input_is_accepted(device, planned):
+    # Adjacent is not overlapping: out starts at the first byte after W.
+    packed, state = _weight(device)
+    expected = bnb_dequantize(packed, state)
+    buffer = torch.zeros(packed.numel() + expected.numel() * 2, dtype=torch.uint8, device=device)
+    buffer[: packed.numel()] = packed.reshape(-1)
+    packed = buffer[: packed.numel()].view(packed.shape)
+    out = buffer[packed.numel() :].view(torch.bfloat16).view(OUT_SHAPE)
+    if planned:
+        _plan(packed, state)
+    assert nf4kernel.dequantize(packed, state, out=out) is out
+    assert torch.equal(out, expected)
+
+
+@PLANNED
+def test_out_that_requires_grad_is_refused_while_autograd_records(device, planned):
+    packed, state = _weight_for(device, planned)
+    out = torch.zeros(OUT_SHAPE, dtype=torch.bfloat16, device=device, requires_grad=True)
+    with pytest.raises(ValueError, match="out requires grad"):
+        nf4kernel.dequantize(packed, state, out=out)
+    assert not out.detach().any()  # nothing written
+    with torch.no_grad():  # as torch's out= ops: allowed where autograd does not record
+        assert nf4kernel.dequantize(packed, state, out=out) is out
+    assert torch.equal(out.detach(), bnb_dequantize(packed, state))
+
+
+@PLANNED
+def test_writing_out_bumps_its_version(device, planned):
+    packed, state = _weight_for(device, planned)
+    out = torch.empty(OUT_SHAPE, dtype=torch.bfloat16, device=device)
+    before = out._version
+    nf4kernel.dequantize(packed, state, out=out)
+    assert out._version > before
+
+
+@PLANNED
+def test_a_saved_tensor_overwritten_through_out_makes_backward_fail(device, planned):
+    packed, state = _weight_for(device, planned)
+    x = torch.randn(OUT_SHAPE, dtype=torch.bfloat16, device=device, requires_grad=True)
+    w = torch.ones(OUT_SHAPE, dtype=torch.bfloat16, device=device)
+    loss = (x * w).sum()  # autograd saves w for x's gradient
+    nf4kernel.dequantize(packed, state, out=w)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        loss.backward()  # instead of a gradient computed from the overwritten w
+
+
+@PLANNED
+def test_an_inference_tensor_out_only_inside_inference_mode(device, planned):
+    packed, state = _weight_for(device, planned)
+    with torch.inference_mode():
+        out = torch.zeros(OUT_SHAPE, dtype=torch.bfloat16, device=device)
+    with pytest.raises(ValueError, match="out is an inference tensor"):
+        nf4kernel.dequantize(packed, state, out=out)
+    assert not out.any()
+    with torch.inference_mode():
+        assert nf4kernel.dequantize(packed, state, out=out) is out
+    assert torch.equal(out, bnb_dequantize(packed, state))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 
 import pytest
@@ -113,3 +114,39 @@ def test_weight_on_another_gpu_than_the_current_one():
         state.to("cuda:0")
         got = nf4kernel.dequantize(packed.to("cuda:0"), state)
         assert got.device == torch.device("cuda:0") and torch.equal(got.cpu(), expected.cpu())
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU to launch on it while CPU calls interpret")
+def test_threads_mixing_gpu_and_cpu_calls(fresh_triton_cache, fast_thread_switching):
+    # With an empty Triton cache the GPU threads compile while the CPU threads interpret: Triton's
+    # interpreter patches triton.language module-wide, which a compile at the same time would read.
+    import threading
+
+    weights = [
+        make_weight((256, 512), torch.bfloat16, device=device, nested=nested, seed=i)
+        for i, (device, nested) in enumerate([("cuda", True), ("cpu", True), ("cuda", False), ("cpu", False)])
+    ]
+    expected = [bnb_dequantize(p, s) for p, s in weights]
+    barrier = threading.Barrier(len(weights))
+    outcome = [None] * len(weights)
+
+    def work(i):
+        packed, state = weights[i]
+        try:
+            barrier.wait()
+            stream = torch.cuda.Stream() if packed.is_cuda else None
+            with torch.cuda.stream(stream) if stream is not None else contextlib.nullcontext():
+                got = [nf4kernel.dequantize(packed, state) for _ in range(5)]
+            if stream is not None:
+                stream.synchronize()
+            outcome[i] = all(torch.equal(g, expected[i]) for g in got)
+        except Exception as error:  # reported below
+            outcome[i] = error
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(weights))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcome == [True] * len(weights)
