@@ -16,6 +16,7 @@ nox.options.reuse_venv = "yes"
 
 TEST_REQUIREMENTS = "requirements/test.txt"
 HARNESS_REQUIREMENTS = "requirements/harness.txt"
+CI_TOOLS_REQUIREMENTS = "requirements/ci-tools.txt"  # act, and the pin check's packaging and pyyaml
 
 
 def install(session: nox.Session, *args: str) -> None:
@@ -34,7 +35,7 @@ def install_project(session: nox.Session, *requirements: str) -> None:
 def tests(session: nox.Session) -> None:
     """The correctness suite (fp16, bf16, fp32), in parallel. Without a GPU the kernel runs in the
     Triton interpreter. Arguments after -- go to pytest: ``nox -s tests -- -k launch_cache``."""
-    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS)
+    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
     session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
 
 
@@ -68,6 +69,22 @@ def regression(session: nox.Session) -> None:
     install(session, "--no-deps", "-e", ".")
     install(session, "-r", HARNESS_REQUIREMENTS)
     session.run("python", "-m", "nf4kernel.harness.regression", *session.posargs)
+
+
+@nox.session(default=False)
+def pins(session: nox.Session) -> None:
+    """Every pin in requirements/ has a wheel for every Python that ci.yml sets up (index pages only,
+    nothing downloaded); set PIP_EXTRA_INDEX_URL as the installing steps do."""
+    install(session, "-r", CI_TOOLS_REQUIREMENTS)
+    session.run("python", "-m", "tools.pins")
+
+
+@nox.session(default=False)
+def act(session: nox.Session) -> None:
+    """ci.yml's CPU jobs on this machine under nektos act (host mode, no Docker), the setup-python
+    download replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
+    install(session, "-r", CI_TOOLS_REQUIREMENTS)
+    session.run("python", "-m", "tools.act_ci", *session.posargs)
 
 
 @nox.session(default=True)

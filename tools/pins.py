@@ -142,9 +142,7 @@ class _Anchors(HTMLParser):
     def handle_data(self, data):
         if self._attrs is not None and data.strip():
             attrs = self._attrs
-            self.files.append(
-                IndexFile(data.strip(), attrs.get("data-requires-python"), "data-yanked" in attrs)
-            )
+            self.files.append(IndexFile(data.strip(), attrs.get("data-requires-python"), "data-yanked" in attrs))
             self._attrs = None
 
 
