@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -86,6 +87,20 @@ def pins(files: Iterable[Path] = REQUIREMENT_FILES) -> list[tuple[str, Requireme
     return found
 
 
+def conflicting_pins(pinned: list[tuple[str, Requirement]]) -> list[str]:
+    """Files that pin one project to different versions can't be installed together."""
+    specs: dict[str, dict[str, list[str]]] = {}
+    for source, requirement in pinned:
+        specs.setdefault(canonicalize_name(requirement.name), {}).setdefault(str(requirement.specifier), []).append(
+            source
+        )
+    return [
+        f"{name} pinned differently: " + "; ".join(f"{spec} in {', '.join(files)}" for spec, files in seen.items())
+        for name, seen in specs.items()
+        if len(seen) > 1
+    ]
+
+
 def target_tags(python: str) -> set[Tag]:
     """The wheel tags pip accepts for CPython `python` on the hosted runner (pip builds the same list)."""
     version = tuple(int(part) for part in python.split("."))
@@ -147,9 +162,13 @@ class _Anchors(HTMLParser):
 
 
 def list_from_indexes(urls: list[str], timeout: float = 60) -> Lister:
+    unreachable: set[str] = set()
+
     def list_files(project: str) -> list[IndexFile]:
         files: list[IndexFile] = []
         for url in urls:
+            if url in unreachable:
+                continue
             request = urllib.request.Request(
                 f"{url}/{project}/",
                 headers={"Accept": "application/vnd.pypi.simple.v1+json, text/html;q=0.1"},
@@ -162,6 +181,12 @@ def list_from_indexes(urls: list[str], timeout: float = 60) -> Lister:
                 if error.code == 404:  # this index doesn't have the project; another may
                     continue
                 raise
+            except (urllib.error.URLError, TimeoutError) as error:
+                # As pip does: an index it can't reach is skipped with a warning; a pin then passes
+                # only if another index has its wheel.
+                print(f"WARNING: skipping index {url}: {error}", file=sys.stderr)
+                unreachable.add(url)
+                continue
             if "json" in kind:
                 files += [
                     IndexFile(f["filename"], f.get("requires-python"), bool(f.get("yanked")))
@@ -182,9 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     urls = index_urls()
     print(f"Pythons from {CI_WORKFLOW.relative_to(ROOT)}: {', '.join(pythons)}")
     print(f"{len(pinned)} pins from {', '.join(p.name for p in REQUIREMENT_FILES)}; indexes: {', '.join(urls)}")
-    problems = missing_wheels(pythons, pinned, list_from_indexes(urls))
+    problems = conflicting_pins(pinned) + missing_wheels(pythons, pinned, list_from_indexes(urls))
     for problem in problems:
-        print(f"NO WHEEL: {problem}")
+        print(f"PROBLEM: {problem}")
     print("every pin has a wheel for every leg" if not problems else f"{len(problems)} pin/Python pairs can't install")
     return 1 if problems else 0
 
