@@ -32,6 +32,8 @@ DEFAULT_TYPES = {
 # Events whose workflow files come from the PR's merge commit; all others read the default branch
 # (pull_request_target) or the pushed / dispatched ref of this repository.
 FROM_THE_PR = {"pull_request", "pull_request_review", "pull_request_review_comment"}
+# The one step of every stubbed job: file, job id, commit, matrix leg, tab-separated.
+MARKER_SCRIPT = 'printf "%s\\t%s\\t%s\\t%s\\n" "$MARK_FILE" "$MARK_JOB" "$MARK_SHA" "$MARK_MATRIX" >> "$ACT_MARKERS"'
 
 
 def read_workflows(folder: Path = WORKFLOWS) -> dict[str, dict]:
@@ -105,7 +107,7 @@ def stub(workflow: dict, file_name: str) -> dict:
         job["steps"] = [
             {
                 "name": "marker",
-                "run": 'printf "%s\\t%s\\t%s\\t%s\\n" "$MARK_FILE" "$MARK_JOB" "$MARK_SHA" "$MARK_MATRIX" >> "$ACT_MARKERS"',
+                "run": MARKER_SCRIPT,
                 "env": {
                     "MARK_FILE": file_name,
                     "MARK_JOB": job_id,
