@@ -161,7 +161,7 @@ class _Anchors(HTMLParser):
             self._attrs = None
 
 
-def list_from_indexes(urls: list[str], timeout: float = 60) -> Lister:
+def list_from_indexes(urls: list[str], timeout: float = 20) -> Lister:
     unreachable: set[str] = set()
 
     def list_files(project: str) -> list[IndexFile]:
