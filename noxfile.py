@@ -20,9 +20,10 @@ CI_TOOLS_REQUIREMENTS = "requirements/ci-tools.txt"  # act, and the pin check's 
 
 
 def install(session: nox.Session, *args: str) -> None:
-    """Install into the session's venv; with --no-venv the machine's environment is used as it is."""
+    """Install into the session's venv; with --no-venv the machine's environment is used as it is.
+    pip's output is shown: the first install fetches torch and takes a minute or two."""
     if session.venv_backend != "none":
-        session.install(*args)
+        session.install(*args, silent=False)
 
 
 def install_project(session: nox.Session, *requirements: str) -> None:
@@ -31,44 +32,88 @@ def install_project(session: nox.Session, *requirements: str) -> None:
     install(session, "--no-deps", "-e", ".")
 
 
+def run_keeping_exit_code(session: nox.Session, *args: str) -> None:
+    """Run a command; if it fails, end nox with the command's own exit code (nox would say 1), so the
+    codes an entry point documents (the gate's 4 = no GPU, say) reach whoever called nox."""
+    try:
+        session.run(*args)
+    except nox.command.CommandFailed as failed:
+        code = failed.return_code or 1
+        session.log(f"{args[2] if len(args) > 2 else args[0]} exited {code}")
+        raise SystemExit(code) from None
+
+
 @nox.session(default=True)
 def tests(session: nox.Session) -> None:
-    """The correctness suite (fp16, bf16, fp32), in parallel. Without a GPU the kernel runs in the
-    Triton interpreter. Arguments after -- go to pytest: ``nox -s tests -- -k launch_cache``."""
+    """The correctness suite, in parallel (pytest -n auto; args after -- go to pytest).
+
+    Without a GPU the kernel runs in the Triton interpreter: ``nox -s tests -- -k launch_cache``."""
     install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
     session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
 def gate(session: nox.Session) -> None:
-    """The PR speed gate against the real Unsloth (needs a CUDA GPU and unsloth installed).
-    ``nox -s gate -- --threshold 1.2 --json gate.json``."""
+    """The PR speed gate against the real Unsloth; exits 0 pass, 1 slow, 3 wrong, 4 no GPU, 5 no Unsloth.
+
+    Needs a CUDA GPU and unsloth: ``nox --no-venv -s gate -- --threshold 1.2 --json gate.json``. In a
+    fresh venv on a machine without torch it installs the pinned (CPU) torch, so that the gate can
+    tell the true cause (no GPU) instead of failing on an import."""
+    if session.venv_backend != "none" and not _imports(session, "torch"):
+        install(session, "-r", TEST_REQUIREMENTS)
     install(session, "--no-deps", "-e", ".")
-    session.run("python", "-m", "nf4kernel.harness.gate", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "nf4kernel.harness.gate", *session.posargs)
 
 
-@nox.session(default=False)
+def _imports(session: nox.Session, module: str) -> bool:
+    try:
+        session.run("python", "-c", f"import {module}", silent=True, log=False)
+    except nox.command.CommandFailed:
+        return False
+    return True
+
+
+@nox.session(default=False, venv_params=["--system-site-packages"])
 def bench(session: nox.Session) -> None:
-    """The asv suite for the current commit (results in .asv/results), then the history site. On a
-    machine without a GPU it runs the CPU-interpreter benchmarks only: a smoke run, no speed verdict."""
-    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS)
+    """The main job: asv for this commit on this machine, then the self-contained history site.
+
+    GPU: the full suite; CPU: the interpreter smoke benchmarks. Then ``nox -s preview``. The machine's
+    own torch (a GPU build) is used where it has one; elsewhere the pinned CPU build is installed."""
+    if session.venv_backend != "none" and not _imports(session, "torch"):
+        install(session, "-r", TEST_REQUIREMENTS)
+    install_project(session, HARNESS_REQUIREMENTS)
     session.run("python", "-m", "nf4kernel.harness.bench", *session.posargs)
 
 
 @nox.session(default=False)
 def publish(session: nox.Session) -> None:
-    """``asv publish``: the static performance-history site in .asv/html (open .asv/html/index.html,
-    or ``python -m asv preview``)."""
+    """Builds the history site in .asv/html from the stored and committed results (asv publish)."""
     install(session, "-r", HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "asv", "publish", *session.posargs)
+    install(session, "--no-deps", "-e", ".")
+    session.run("python", "-m", "nf4kernel.harness.site", "publish", *session.posargs)
+
+
+@nox.session(default=False)
+def preview(session: nox.Session) -> None:
+    """Serves the history site on http://127.0.0.1:8080 (asv preview; Ctrl-C stops it)."""
+    install(session, "-r", HARNESS_REQUIREMENTS)
+    session.run("python", "-m", "asv", "preview", *session.posargs)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
 def regression(session: nox.Session) -> None:
-    """asv on two commits, failing on a slowdown beyond a factor: ``nox -s regression -- BASE HEAD``."""
+    """asv on two commits, exit 1 on a slowdown beyond 1.10x: ``nox -s regression -- BASE HEAD``."""
     install(session, "--no-deps", "-e", ".")
     install(session, "-r", HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "nf4kernel.harness.regression", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "nf4kernel.harness.regression", *session.posargs)
+
+
+@nox.session(default=False, venv_params=["--system-site-packages"])
+def backfill(session: nox.Session) -> None:
+    """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
+    install(session, "--no-deps", "-e", ".")
+    install(session, "-r", HARNESS_REQUIREMENTS)
+    session.run("python", "-m", "nf4kernel.harness.backfill", *session.posargs)
 
 
 @nox.session(default=False)

@@ -2,12 +2,17 @@
 # One device-machine session: unpack the offline bundle (bitsandbytes, unsloth, nox, asv for the
 # GPU image's Python 3.12), then run the steps named on the command line, logs under $OUT.
 #   bash scripts/gpu-session.sh env tests sweep perf gate
+#   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
+# The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
+# .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
+# of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/site
 [ -d /tmp/site/unsloth ] || tar xzf .gpu-bundle/site.tgz -C /tmp
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
+timed() { local start=$SECONDS; "$@"; local code=$?; echo "[$* -> exit $code in $((SECONDS - start)) s]"; return $code; }
 for step in "$@"; do
   echo "=== $step"
   case $step in
@@ -17,11 +22,27 @@ for step in "$@"; do
     tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short tests > "$OUT/tests.log" 2>&1; tail -n 40 "$OUT/tests.log" ;;
     gpu-tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short -m gpu tests > "$OUT/gpu-tests.log" 2>&1; tail -n 15 "$OUT/gpu-tests.log" ;;
     nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
-    bench)
-      # asv records results per commit: the device copy of the tree has no .git, so snapshot it.
-      [ -d .git ] || { git init -q && git add -A && git -c user.name=gpu -c user.email=gpu@localhost commit -qm snapshot; }
-      python3 -m nox --no-venv -s bench -- --machine h200 --quick > "$OUT/bench.log" 2>&1; echo "bench exit $?"; tail -n 20 "$OUT/bench.log"
-      tar czf "$OUT/asv.tgz" .asv/results .asv/html ;;
+    host) python3 scripts/host_breakdown.py 2>&1 | tee "$OUT/host-breakdown.txt" ;;
+    repo)
+      [ -d /tmp/repo/.git ] || git clone -q -b main .gpu-bundle/repo.bundle /tmp/repo || exit 1
+      cd /tmp/repo && export PYTHONPATH=/tmp/repo:/tmp/site && git log --oneline -1 ;;
+    bench) timed python3 -m nox --no-venv -s bench > "$OUT/bench.log" 2>&1; grep -E "^bench:|\[.*exit" "$OUT/bench.log" | tail -n 8 ;;
+    backfill:*)
+      timed python3 -m nox --no-venv -s backfill -- "${step#backfill:}" --store > "$OUT/backfill.log" 2>&1
+      grep -E "^backfill:|^  skipped|\[.*exit" "$OUT/backfill.log" | tail -n 25 ;;
+    regression)
+      # Two scratch commits on top of main, never pushed: a planted ~2x slowdown (every planned
+      # launch made twice) and a no-op. The first must exit 1 naming what got slower, the second 0.
+      base=$(git rev-parse main)
+      git checkout -q -B scratch-slow "$base" && git apply benchmarks/results/plant-2x-slowdown.patch \
+        && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: every planned launch twice (planted 2x)"
+      git checkout -q -B scratch-noop "$base" && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op"
+      git checkout -q main
+      timed python3 -m nox --no-venv -s regression -- "$base" scratch-slow > "$OUT/regression-slow.log" 2>&1
+      tail -n 12 "$OUT/regression-slow.log"
+      timed python3 -m nox --no-venv -s regression -- "$base" scratch-noop > "$OUT/regression-noop.log" 2>&1
+      tail -n 6 "$OUT/regression-noop.log" ;;
+    results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m nf4kernel.harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"

@@ -1,63 +1,66 @@
-"""The asv suite for the current commit, then the history site.
+"""The main job: the asv suite for the current commit on this machine, then the history site.
 
-    python -m nf4kernel.harness.bench [--machine NAME] [--bench REGEX] [--quick] [--no-publish]
+    python -m nf4kernel.harness.bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
 
-Benchmarks run in this environment (``asv run --python=same``), recorded under the current commit
-in .asv/results/<machine>/; ``asv publish`` then builds .asv/html. Without a CUDA GPU only the
-CPU-interpreter benchmarks run (the GPU ones are skipped): a smoke run of the pipeline, no verdict.
+On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures come from one measuring
+process, and ``benchmarks/synchronized.py``); without one, only the CPU-interpreter smoke
+benchmarks, whose times are no verdict on the kernel. The machine is named after the GPU
+(``machine.py``); results go to .asv/results, seeded from the GPU history committed under
+benchmarks/history/; the site, self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
+import time
+
+from nf4kernel.harness import asvrun, history, machine, site
 
 
-def asv_env(*front: str) -> dict:
-    """asv drops PYTHONPATH from its benchmark processes and uses ASV_PYTHONPATH instead: carry it
-    over, so a package found through PYTHONPATH (an offline bundle, a worktree) is found there too."""
-    paths = [*front, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "ASV_PYTHONPATH": os.pathsep.join(paths)} if paths else dict(os.environ)
-
-
-def asv(*args: str, config: str = "asv.conf.json") -> None:
-    command = [sys.executable, "-m", "asv", *args, "--config", config]
-    print("+", " ".join(command[1:]), flush=True)
-    subprocess.run(command, check=True, env=asv_env())
-
-
-def commit() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+def log(message: str) -> None:
+    print(f"bench: {message}", flush=True)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.bench", description=__doc__.splitlines()[0])
-    parser.add_argument("--machine", help="asv machine name (default: this host's)")
-    parser.add_argument("--bench", help="only benchmarks matching this regex")
-    parser.add_argument("--quick", action="store_true", help="one call per benchmark (a smoke run)")
+    parser.add_argument("--suite", choices=sorted(asvrun.SUITES), help="default: gpu with a CUDA GPU, else cpu")
+    parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
+    parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")
     parser.add_argument("--no-publish", action="store_true", help="skip building the site")
     parser.add_argument("--config", default="asv.conf.json")
     args = parser.parse_args(argv)
 
-    import torch
-
-    gpu = torch.cuda.is_available()
-    print(f"bench: {'GPU: ' + torch.cuda.get_device_name() if gpu else 'CPU run (no CUDA GPU)'}", flush=True)
+    started = time.perf_counter()
+    info = machine.register()
+    log(machine.one_line(info))
+    gpu = info["gpu"] != "none"
+    suite = args.suite or ("gpu" if gpu else "cpu")
+    if not gpu and suite != "cpu":
+        log(f"the {suite} suite needs a CUDA GPU; none here")
+        return 1
     if not gpu:
-        print("bench: only the CPU-interpreter benchmarks run; their times are no speed verdict", flush=True)
-    machine = ["--machine", args.machine] if args.machine else []
-    asv("machine", "--yes", *machine, config=args.config)
-    run = ["run", "--python=same", "--set-commit-hash", commit(), "--show-stderr", *machine]
-    run += ["--bench", args.bench] if args.bench else []
-    run += ["--quick"] if args.quick else []
-    asv(*run, config=args.config)
+        log("no CUDA GPU: only the CPU-interpreter smoke benchmarks run (no speed verdict); the GPU suite does not")
+    conf = asvrun.load_config(args.config)
+    results = asvrun.ROOT / conf["results_dir"]
+    seeded = history.seed(results)
+    if seeded:
+        log(f"{seeded} files of the committed GPU history copied into {conf['results_dir']}")
+    commit = asvrun.git("rev-parse", "HEAD")
+    log(f"{commit[:8]}: {asvrun.SUITES[suite].about}")
+    code = asvrun.run(commit, suite, info["machine"], args.config, quick=args.quick)
+    found = asvrun.outcome(str(results), info["machine"], commit, asvrun.SUITES[suite].bench)
+    log(f"{commit[:8]} on {info['machine']}: {found.line()}, {time.perf_counter() - started:.0f} s")
+    if args.store:
+        log(f"{history.store(results, info['machine'])} result files of {info['machine']} in {history.STORE}")
     if not args.no_publish:
-        asv("publish", config=args.config)
-        print("bench: the history site is in .asv/html: open index.html, or run `python -m asv preview`")
-    return 0
+        html = site.publish(args.config)
+        log(
+            f"the history site is in {html} ({time.perf_counter() - started:.0f} s in all); "
+            "view it with `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
+        )
+    return 0 if code == 0 and not found.failed and found.measured else 1
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

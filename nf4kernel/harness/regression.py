@@ -1,56 +1,53 @@
-"""Regression check between two commits with asv: fails on a slowdown beyond a factor.
+"""The regression check between two commits: asv on both, exit 1 on a slowdown beyond a factor.
 
-    python -m nf4kernel.harness.regression BASE HEAD [--factor 1.10] [--bench REGEX] [--machine NAME]
+    python -m nf4kernel.harness.regression BASE HEAD [--factor 1.10] [--summary PATH] [--suite regression]
 
-Each commit's package is checked out into a temporary worktree and benchmarked in this environment
-by *this* checkout's suite (one ruler, two kernels), its results stored under that commit; then
-asv compares them. ``asv compare`` always exits 0, and ``asv continuous`` builds environments from
-a registry, which a GPU runner may not reach; this returns 1 when asv reports a result worse by more
-than ``factor`` (and statistically significant), 0 otherwise.
+Each commit's nf4kernel is checked out into a temporary worktree and measured in this Python by
+*this* checkout's ruler (``benchmarks/``): one ruler, two kernels. Then asv compares the two: a
+result counts as worse when it is more than ``factor`` times BASE's and, where asv has samples
+(``synchronized.*``), the difference is statistically significant. ``asv compare`` itself always
+exits 0, and ``asv continuous`` builds environments from a registry a GPU runner may not reach.
+
+Exit 0: nothing worse. Exit 1: something got slower (named on the last lines and in the summary).
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
+import contextlib
+import io
+import re
 import sys
-import tempfile
 
-from nf4kernel.harness.bench import asv_env
+from nf4kernel.harness import asvrun, machine
 
-DEFAULT_BENCH = r"TimeDequantize\.|TrackPeakGpuMemory"
-
-
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], check=True, capture_output=True, text=True).stdout.strip()
+WORSE = ("+", "!")  # asv's marks: slower beyond the factor, or newly failing
 
 
-def benchmark(sha: str, args) -> None:
-    with tempfile.TemporaryDirectory(prefix=f"nf4kernel-{sha[:8]}-") as tmp:
-        worktree = os.path.join(tmp, "src")
-        git("worktree", "add", "--detach", worktree, sha)
-        try:
-            env = asv_env(worktree)  # this commit's nf4kernel first on the benchmark processes' path
-            command = [
-                sys.executable,
-                "-m",
-                "asv",
-                "run",
-                "--python=same",
-                "--set-commit-hash",
-                sha,
-                "--config",
-                args.config,
-                "--bench",
-                args.bench,
-                "--show-stderr",
-            ]
-            command += ["--machine", args.machine] if args.machine else []
-            print("+", " ".join(command[1:]), f"(nf4kernel from {sha[:8]})", flush=True)
-            subprocess.run(command, check=True, env=env)
-        finally:
-            git("worktree", "remove", "--force", worktree)
+def compare(conf_path: str, base: str, head: str, factor: float, machine_name: str) -> tuple[str, list[str]]:
+    """asv's own comparison, as the Markdown (GitHub) tables it prints, and the rows that got worse."""
+    from asv.commands.compare import Compare
+    from asv.config import Config
+
+    conf = Config.load(conf_path)
+    conf.results_dir = str(asvrun.ROOT / conf.results_dir)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        Compare.print_table(conf, base, head, factor=factor, split=True, machine=machine_name, sort="ratio")
+    text = re.sub(r"\x1b\[[0-9;]*m", "", printed.getvalue())  # colour codes, where FORCE_COLOR is set
+    worse = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] in WORSE:
+            worse.append(f"{cells[4]}: {cells[1]} -> {cells[2]} ({cells[3]}x)")
+    return text.strip(), worse
+
+
+def summary(base: str, head: str, factor: float, table: str, worse: list[str]) -> str:
+    verdict = (
+        f"**FAIL**: {len(worse)} result(s) worse than {factor}x" if worse else f"**PASS**: nothing worse than {factor}x"
+    )
+    return f"### asv regression check: {base[:8]} → {head[:8]}\n\n{table}\n\n{verdict}\n"
 
 
 def main(argv=None) -> int:
@@ -58,42 +55,36 @@ def main(argv=None) -> int:
     parser.add_argument("base", help="the reference commit (a PR's base)")
     parser.add_argument("head", help="the commit under test")
     parser.add_argument("--factor", type=float, default=1.10, help="slowdown that fails (default %(default)s)")
-    parser.add_argument("--bench", default=DEFAULT_BENCH, help="benchmarks to compare (regex)")
-    parser.add_argument("--machine", help="asv machine name")
+    parser.add_argument("--suite", default="regression", choices=sorted(asvrun.SUITES))
     parser.add_argument("--config", default="asv.conf.json")
+    parser.add_argument("--summary", help="append the comparison as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
     parser.add_argument("--no-run", action="store_true", help="compare results already stored")
     args = parser.parse_args(argv)
 
-    from asv.commands.compare import Compare
-    from asv.config import Config
-
-    base, head = git("rev-parse", args.base), git("rev-parse", args.head)
-    subprocess.run(
-        [sys.executable, "-m", "asv", "machine", "--yes", "--config", args.config]
-        + (["--machine", args.machine] if args.machine else []),
-        check=True,
-    )
+    base, head = asvrun.git("rev-parse", args.base), asvrun.git("rev-parse", args.head)
+    info = machine.register()
+    print(f"regression: {machine.one_line(info)}", flush=True)
+    if info["gpu"] == "none" and args.suite != "cpu":
+        print("regression: no CUDA GPU here: nothing to compare (use --suite cpu for a smoke run)", flush=True)
+        return 4
     if not args.no_run:
         for sha in (base, head):
-            benchmark(sha, args)
-    conf = Config.load(args.config)
-    machine = args.machine or _only_machine(conf)
-    worsened, _improved = Compare.print_table(
-        conf, base, head, factor=args.factor, split=False, machine=machine, only_changed=False, sort="ratio"
-    )
-    if worsened:
-        print(f"regression: a benchmark is slower than {args.factor}x of {base[:8]} at {head[:8]}", flush=True)
+            with asvrun.worktree(sha) as tree:
+                print(f"regression: {sha[:8]} ({asvrun.SUITES[args.suite].about}), nf4kernel from {tree}", flush=True)
+                asvrun.run(sha, args.suite, info["machine"], args.config, source=tree)
+    table, worse = compare(args.config, base, head, args.factor, info["machine"])
+    print(table, flush=True)
+    if args.summary:
+        with open(args.summary, "a") as f:
+            f.write(summary(base, head, args.factor, table, worse))
+    if worse:
+        print(f"regression: slower than {args.factor}x of {base[:8]} at {head[:8]}:", flush=True)
+        for row in worse:
+            print(f"  {row}", flush=True)
         return 1
-    print(f"regression: nothing slower than {args.factor}x of {base[:8]}", flush=True)
+    print(f"regression: nothing slower than {args.factor}x of {base[:8]} at {head[:8]}", flush=True)
     return 0
 
 
-def _only_machine(conf) -> str:
-    """This host's asv machine name, as ``asv run`` used it."""
-    from asv.machine import Machine
-
-    return Machine.load(machine_name=None, use_defaults=True).machine
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

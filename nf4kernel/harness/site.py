@@ -1,0 +1,165 @@
+"""The history site, self-contained: ``asv publish``, then asv's CDN scripts replaced by local copies.
+
+asv's pages load jQuery, flot, bootstrap, blueimp-md5 and stupidtable from CDNs, so its site is
+blank offline, on an air-gapped runner or an intranet mirror. The same libraries, from the npm
+registry at the versions asv names (stupid-table-plugin: npm has only 1.1.3, not asv's 1.0.1), are
+kept in ``site_assets/`` with their licences; ``site_assets/lock.json`` pins each package's tarball
+(npm's sha512 integrity) and each file's own SRI hash, which the rewritten pages carry, so a browser
+refuses a file that changed. Where npm's file is the very file the CDN serves, asv's own SRI hash
+matches it too (the tests check both).
+
+    python -m nf4kernel.harness.site publish [--config asv.conf.json]   # seed, asv publish, self-contain
+    python -m nf4kernel.harness.site vendor                             # re-fetch from npm and verify
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import hashlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+
+ASSETS = Path(__file__).resolve().parent / "site_assets"
+LOCK = ASSETS / "lock.json"
+REGISTRY = "https://registry.npmjs.org"
+VENDOR = "vendor"  # where the copies go, inside the published site
+PAGES = ("index.html", "error.html")
+
+
+def sri(data: bytes, algorithm: str = "sha384") -> str:
+    """A Subresource Integrity value: ``sha384-<base64 digest>``."""
+    return f"{algorithm}-{base64.b64encode(hashlib.new(algorithm, data).digest()).decode()}"
+
+
+def lock() -> dict:
+    return json.loads(LOCK.read_text())
+
+
+def check_assets() -> None:
+    """Every vendored file is the one the lock pins (raises ValueError naming the first that isn't)."""
+    for entry in lock()["files"]:
+        path = ASSETS / entry["local"]
+        if not path.is_file():
+            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m nf4kernel.harness.site vendor`")
+        if sri(path.read_bytes()) != entry["sri"]:
+            raise ValueError(f"site assets: {entry['local']} does not match its pinned hash in {LOCK.name}")
+
+
+def _script_or_link(url: str) -> re.Pattern:
+    """The whole ``<script src=URL ...>`` or ``<link href=URL ...>`` tag of asv's page."""
+    return re.compile(r"<(script|link)\b[^>]*\b(?:src|href)=\"" + re.escape(url) + r"\"[^>]*>")
+
+
+def _local_tag(tag: re.Match, entry: dict) -> str:
+    local = f"{VENDOR}/{entry['local']}"
+    if tag.group(1) == "link":
+        return f'<link rel="stylesheet" href="{local}" integrity="{entry["sri"]}">'
+    return f'<script src="{local}" integrity="{entry["sri"]}" onerror="js_load_failure()">'
+
+
+def make_self_contained(html_dir: Path) -> list[str]:
+    """Copy the vendored libraries into ``html_dir/vendor`` and point asv's pages at them. Returns the
+    CDN addresses replaced; raises ValueError if a page still loads anything from the network."""
+    check_assets()
+    html_dir = Path(html_dir)
+    entries = lock()["files"]
+    for entry in entries:
+        target = html_dir / VENDOR / entry["local"]
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(ASSETS / entry["local"], target)
+    replaced = []
+    for page in PAGES:
+        path = html_dir / page
+        if not path.is_file():
+            continue
+        text = path.read_text()
+        for entry in entries:
+            if entry.get("cdn") and entry["cdn"] in text:
+                text, count = _script_or_link(entry["cdn"]).subn(lambda m, e=entry: _local_tag(m, e), text)
+                if count:
+                    replaced.append(entry["cdn"])
+        remote = re.findall(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(https?://[^\"]+)\"", text)
+        if remote:
+            raise ValueError(f"{page} still loads {remote}: this asv's pages name a library the lock lacks")
+        path.write_text(text)
+    return replaced
+
+
+def publish(config: str = "asv.conf.json") -> Path:
+    """Seed the results with the committed history, ``asv publish``, then make the site self-contained."""
+    from nf4kernel.harness import asvrun, history
+
+    conf = asvrun.load_config(config)
+    history.seed(asvrun.ROOT / conf["results_dir"])
+    asvrun.asv("publish", config=config)
+    html = asvrun.ROOT / conf["html_dir"]
+    make_self_contained(html)
+    return html
+
+
+# --- Vendoring: the one place that talks to the npm registry ---------------------------------------
+
+
+def _fetch(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=60) as response:
+        return response.read()
+
+
+def vendor(update: bool = False) -> None:
+    """Fetch each pinned package's tarball from npm, check it against the registry's integrity and the
+    lock's, and write the files the lock lists (and licences) into ``site_assets/``. With ``update``,
+    record the hashes found instead of checking them (for a deliberate version change)."""
+    pins = lock()
+    for name, package in pins["packages"].items():
+        meta = json.loads(_fetch(f"{REGISTRY}/{name}/{package['version']}"))
+        tarball = _fetch(meta["dist"]["tarball"])
+        found = sri(tarball, "sha512")
+        if found != meta["dist"]["integrity"]:
+            raise ValueError(f"{name}: the tarball does not match the registry's own integrity")
+        if not update and found != package["integrity"]:
+            raise ValueError(f"{name}@{package['version']}: the registry's tarball differs from the pinned one")
+        package.update(tarball=meta["dist"]["tarball"], integrity=found)
+        with tarfile.open(fileobj=io.BytesIO(tarball)) as archive:
+            for entry in (e for e in pins["files"] if e["package"] == name):
+                data = archive.extractfile(f"package/{entry['path']}").read()
+                if not update and sri(data) != entry["sri"]:
+                    raise ValueError(f"{name}: {entry['path']} differs from the pinned file")
+                entry["sri"] = sri(data)
+                target = ASSETS / entry["local"]
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+        print(f"site: {name}@{package['version']} {found[:20]}... ok")
+    if update:
+        LOCK.write_text(json.dumps(pins, indent=1) + "\n")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.site", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
+    publish_cmd.add_argument("--config", default="asv.conf.json")
+    vendor_cmd = commands.add_parser("vendor", help="re-fetch the libraries from npm and verify them")
+    vendor_cmd.add_argument("--update", action="store_true", help="record new hashes (after changing a version)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "vendor":
+            vendor(args.update)
+        else:
+            html = publish(args.config)
+            print(f"site: {html}/index.html, self-contained; view it with `python3 -m nox -s preview`")
+    except (ValueError, subprocess.CalledProcessError) as error:
+        print(f"site: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
