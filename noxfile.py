@@ -16,6 +16,7 @@ nox.options.reuse_venv = "yes"
 
 TEST_REQUIREMENTS = "requirements/test.txt"
 HARNESS_REQUIREMENTS = "requirements/harness.txt"
+CI_TOOLS_REQUIREMENTS = "requirements/ci-tools.txt"  # act, and the pin check's packaging and pyyaml
 
 
 def install(session: nox.Session, *args: str) -> None:
@@ -47,8 +48,11 @@ def tests(session: nox.Session) -> None:
     """The correctness suite, in parallel (pytest -n auto; args after -- go to pytest).
 
     Without a GPU the kernel runs in the Triton interpreter: ``nox -s tests -- -k launch_cache``."""
-    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs)
+    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
+    # With the CI tools installed, the act and package-index tests must run; under --no-venv (the GPU
+    # runner: no act, no general internet) they skip, saying why.
+    ci_tools = {} if session.venv_backend == "none" else {"NF4KERNEL_CI_TOOLS": "installed"}
+    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=ci_tools)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
@@ -115,6 +119,22 @@ def backfill(session: nox.Session) -> None:
     session.run("python", "-m", "nf4kernel.harness.backfill", *session.posargs)
 
 
+@nox.session(default=False)
+def pins(session: nox.Session) -> None:
+    """Every pin in requirements/ has a wheel for every Python that ci.yml sets up (index pages only,
+    nothing downloaded); set PIP_EXTRA_INDEX_URL as the installing steps do."""
+    install(session, "-r", CI_TOOLS_REQUIREMENTS)
+    session.run("python", "-m", "tools.pins")
+
+
+@nox.session(default=False)
+def act(session: nox.Session) -> None:
+    """ci.yml's CPU jobs on this machine under nektos act (host mode, no Docker), the setup-python
+    download replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
+    install(session, "-r", CI_TOOLS_REQUIREMENTS)
+    session.run("python", "-m", "tools.act_ci", *session.posargs)
+
+
 @nox.session(default=True)
 def lint(session: nox.Session) -> None:
     """ruff (lint and format check), and actionlint and zizmor (offline) on the workflows."""
@@ -122,4 +142,4 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("actionlint")  # reads .github/actionlint.yaml for the self-hosted runner's labels
-    session.run("zizmor", "--offline", ".github/")
+    session.run("zizmor", "--offline", ".github/", "tools/standins/")  # and act's local stand-in actions

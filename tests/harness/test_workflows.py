@@ -1,5 +1,6 @@
 """The GitHub Actions workflows against the harness: every nox session they name exists, every GPU
-job has a timeout and a concurrency group, and the rules that keep the self-hosted runner safe hold."""
+job has a timeout and a concurrency group, and the rules that keep the self-hosted runner safe hold
+(statically here; test_workflow_events.py runs the event logic)."""
 
 from __future__ import annotations
 
@@ -78,7 +79,18 @@ def test_actions_are_pinned_by_commit_sha():
 
 def test_permissions_are_read_only_by_default():
     for path in WORKFLOWS:
-        assert yaml.safe_load(path.read_text())["permissions"] == {"contents": "read"}, path.name
+        assert yaml.safe_load(path.read_text())["permissions"] in ({"contents": "read"}, {}), path.name
+
+
+def test_a_job_that_may_write_runs_no_code_from_a_pull_request():
+    # In gpu.yml (pull_request_target) only the hosted jobs that check nothing out may write (a
+    # label, a commit status); every job that checks out the PR's commit has a read-only token.
+    for workflow, name, job, whole in jobs():
+        writes = {scope for scope, access in (job.get("permissions") or {}).items() if access == "write"}
+        if writes and "pull_request_target" in whole[True]:
+            assert not is_gpu(job), f"{workflow}:{name}"
+            assert not any("uses" in step for step in job["steps"]), f"{workflow}:{name} uses an action"
+            assert writes <= {"pull-requests", "statuses"}, f"{workflow}:{name} writes {writes}"
 
 
 def test_no_expression_is_expanded_inside_a_shell_script():
@@ -92,12 +104,44 @@ def test_no_secret_reaches_a_pull_request_job():
     for path in WORKFLOWS:
         workflow = yaml.safe_load(path.read_text())
         if "pull_request" in workflow[True] or "pull_request_target" in workflow[True]:  # YAML reads `on` as True
-            assert "secrets." not in path.read_text(), path.name
-            assert "pull_request_target" not in workflow[True], path.name
+            assert "secrets." not in yaml.safe_dump(workflow), path.name  # comments may say the word
+
+
+def test_pull_request_target_is_only_in_gpu_yml_and_justified_beside_it():
+    for path in WORKFLOWS:
+        text = path.read_text()
+        if "pull_request_target" in yaml.safe_load(text)[True]:
+            assert path.name == "gpu.yml", f"{path.name}: only gpu.yml may run in the base's context"
+            assert "pull_request_target: # zizmor: ignore[dangerous-triggers]" in text
+
+
+def test_no_workflow_uses_the_actions_cache():
+    # Code from a PR that runs under pull_request_target can write the default branch's cache scope;
+    # with no workflow reading that cache, nothing it writes there is ever used.
+    for workflow, name, job, _ in jobs():
+        for step in job.get("steps", []):
+            assert not step.get("uses", "").startswith("actions/cache"), f"{workflow}:{name}"
+            assert "cache" not in step.get("with", {}), f"{workflow}:{name}: {step['uses']} with a cache"
+
+
+def test_the_torch_index_is_set_only_on_the_steps_that_install_torch():
+    # Set for a whole workflow or job, every pip lookup waits on it (85 s of a 2-minute lint job).
+    for path in WORKFLOWS:
+        workflow = yaml.safe_load(path.read_text())
+        assert "PIP_EXTRA_INDEX_URL" not in (workflow.get("env") or {}), path.name
+        for name, job in workflow["jobs"].items():
+            assert "PIP_EXTRA_INDEX_URL" not in (job.get("env") or {}), f"{path.name}:{name}"
+            for step in job.get("steps", []):
+                if "PIP_EXTRA_INDEX_URL" in (step.get("env") or {}):
+                    assert re.search(r"nox\b.*-s (tests|pins)\b", step.get("run", "")), f"{path.name}:{name}"
 
 
 def test_fork_code_reaches_the_gpu_runner_only_after_approval():
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    # Only triggers whose workflow file comes from the default branch or from this repository's own
+    # refs: never pull_request, where a fork's PR supplies the file (test_workflow_events runs them).
+    assert set(workflow[True]) == {"pull_request_target", "push", "workflow_dispatch"}
+    assert workflow[True]["push"] == {"branches": ["main"]}
     gpu_jobs = {name: job for name, job in workflow["jobs"].items() if is_gpu(job)}
     gated = [name for name, job in gpu_jobs.items() if "needs" not in job]
     assert len(gated) == 1, "exactly one GPU job starts the chain; the others need it"
@@ -107,5 +151,6 @@ def test_fork_code_reaches_the_gpu_runner_only_after_approval():
     for name, job in gpu_jobs.items():
         checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
         assert checkout["with"]["persist-credentials"] is False, name
-        if name in gated or "pull_request" in str(job.get("if", "")) or name == "regression":
-            assert "github.event.pull_request.head.sha" in checkout["with"]["ref"], name
+        # The commit in the event (the approved one), not whatever the PR's branch points at now.
+        assert "github.event.pull_request.head.sha" in checkout["with"]["ref"], name
+        assert "head.ref" not in str(checkout["with"]), name

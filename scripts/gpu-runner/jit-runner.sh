@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The GPU host's runner loop: one just-in-time runner per job, each on a fresh workspace, home and
+# temp directory, as an unprivileged user that can't read the token this loop holds. When the job
+# ends, the runner is gone (GitHub removes a JIT runner after its one job) and so is everything the
+# job wrote. Run as root by nf4kernel-gpu-runner.service (beside this file); docs/self-hosted-runner.md.
+#
+# Environment (the service sets it):
+#   GITHUB_ORG       the organization that owns the repository and the runner group
+#   RUNNER_GROUP_ID  printed by configure-github.sh
+#   RUNNER_TEMPLATE  an unpacked actions/runner release, never written to (default /opt/actions-runner)
+#   JOB_USER         the user jobs run as, owning nothing else (default gpu-job)
+#   JOB_ROOT         where each job's runner, home and temp are made and wiped (default /srv/gpu-job)
+#   CREDENTIALS_DIRECTORY/github-token  set by systemd's LoadCredential=: a fine-grained token (or a
+#                    GitHub App's) with "Self-hosted runners: read and write" on the organization and
+#                    nothing else. It can register runners; the job user can't read it.
+#   ONE_JOB=1        run one job and stop (for trying the setup by hand)
+set -euo pipefail
+
+: "${GITHUB_ORG:?}" "${RUNNER_GROUP_ID:?}" "${CREDENTIALS_DIRECTORY:?run under systemd with LoadCredential=github-token:...}"
+template=${RUNNER_TEMPLATE:-/opt/actions-runner}
+job_user=${JOB_USER:-gpu-job}
+job_root=${JOB_ROOT:-/srv/gpu-job}
+labels='["self-hosted", "linux", "x64", "gpu"]'
+
+fresh_workspace() {
+  rm -rf --one-file-system "$job_root"
+  install -d -o "$job_user" -g "$job_user" -m 0700 "$job_root" "$job_root/home" "$job_root/tmp"
+  cp -a "$template" "$job_root/runner"
+  chown -R "$job_user:$job_user" "$job_root/runner"
+}
+
+jit_config() {
+  # One registration, for one job; the name makes each runner traceable in the job's log.
+  local name="gpu-$(hostname -s)-$(date +%s)"
+  curl -fsS -X POST \
+    -H "Authorization: Bearer $(cat "$CREDENTIALS_DIRECTORY/github-token")" \
+    -H "Accept: application/vnd.github+json" \
+    "https://api.github.com/orgs/$GITHUB_ORG/actions/runners/generate-jitconfig" \
+    -d "{\"name\": \"$name\", \"runner_group_id\": $RUNNER_GROUP_ID, \"labels\": $labels, \"work_folder\": \"_work\"}" |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["encoded_jit_config"])'
+}
+
+while true; do
+  fresh_workspace
+  config=$(jit_config)
+  # A transient unit of its own: on exit systemd kills every process the job left behind, and the
+  # job sees its own /tmp, a read-only system, and no way to gain privileges. The GPU stays visible.
+  systemd-run --wait --collect --quiet --unit "gpu-job-$(date +%s)" \
+    --uid "$job_user" --gid "$job_user" \
+    -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=tmpfs -p NoNewPrivileges=yes \
+    -p ReadWritePaths="$job_root" -p RuntimeMaxSec=3h \
+    --setenv HOME="$job_root/home" --setenv TMPDIR="$job_root/tmp" \
+    --setenv XDG_CACHE_HOME="$job_root/home/.cache" \
+    "$job_root/runner/run.sh" --jitconfig "$config" || echo "job runner exited with $?"
+  fresh_workspace # nothing a job wrote (caches, Triton kernels, pip --user) reaches the next job
+  if [ "${ONE_JOB:-0}" = 1 ]; then break; fi
+done

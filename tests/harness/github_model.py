@@ -1,0 +1,148 @@
+"""GitHub's part of running a workflow, around the part act does.
+
+For one repository activity (a PR opened, labelled, a push...), GitHub (1) emits one or more events,
+(2) reads the workflow files of a given commit for each (the PR's merge commit for `pull_request`,
+the default branch for `pull_request_target`), (3) starts the workflows whose `on:` matches the event
+with its `types:` and `branches:`, (4) evaluates each job's `if:` and `needs:`, and (5) hands each job
+to a runner whose group admits that workflow at that ref. act does (4), and runs the jobs; it does
+not do (3) (it ignores `types:` and `branches:`) nor (5), so this module does those as GitHub
+documents them, and replaces every job's steps by one marker step that records, when the job runs,
+which job it is and the commit its checkout would take.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOWS = ROOT / ".github" / "workflows"
+POLICY = json.loads((ROOT / "scripts" / "gpu-runner" / "policy.json").read_text())
+
+# Activity types GitHub uses when a trigger lists none.
+DEFAULT_TYPES = {
+    "pull_request": {"opened", "synchronize", "reopened"},
+    "pull_request_target": {"opened", "synchronize", "reopened"},
+}
+# Events whose workflow files come from the PR's merge commit; all others read the default branch
+# (pull_request_target) or the pushed / dispatched ref of this repository.
+FROM_THE_PR = {"pull_request", "pull_request_review", "pull_request_review_comment"}
+# The one step of every stubbed job: file, job id, commit, matrix leg, tab-separated.
+MARKER_SCRIPT = 'printf "%s\\t%s\\t%s\\t%s\\n" "$MARK_FILE" "$MARK_JOB" "$MARK_SHA" "$MARK_MATRIX" >> "$ACT_MARKERS"'
+
+
+def read_workflows(folder: Path = WORKFLOWS) -> dict[str, dict]:
+    return {path.name: yaml.safe_load(path.read_text()) for path in sorted(folder.glob("*.yml"))}
+
+
+def triggers(workflow: dict, event: str, payload: dict) -> bool:
+    """Step (3): does GitHub start this workflow for this event?"""
+    on = workflow.get("on", workflow.get(True))  # YAML 1.1 reads a bare `on` as True
+    if isinstance(on, str):
+        on = {on: None}
+    elif isinstance(on, list):
+        on = dict.fromkeys(on)
+    if event not in on:
+        return False
+    config = on[event] or {}
+    types = set(config.get("types", DEFAULT_TYPES.get(event, ())))
+    if types and payload.get("action") not in types:
+        return False
+    branches = config.get("branches")
+    if branches:
+        if event == "push":
+            branch = payload["ref"].removeprefix("refs/heads/")
+        else:
+            branch = payload["pull_request"]["base"]["ref"]
+        return any(fnmatch.fnmatchcase(branch, pattern) for pattern in branches)
+    return True
+
+
+def workflow_ref(event: str, payload: dict) -> str:
+    """The ref GitHub runs the workflow file from (what a runner group's workflow list names)."""
+    if event in FROM_THE_PR:
+        return f"refs/pull/{payload['pull_request']['number']}/merge"
+    if event == "pull_request_target":
+        return f"refs/heads/{payload['repository']['default_branch']}"
+    return payload["ref"]
+
+
+def labels(job: dict) -> list[str]:
+    runs_on = job.get("runs-on", [])
+    return runs_on if isinstance(runs_on, list) else [runs_on]
+
+
+def self_hosted(job_labels: list[str]) -> bool:
+    return "self-hosted" in job_labels
+
+
+def runner_takes(job_labels: list[str], workflow_file: str, ref: str) -> bool:
+    """Step (5): hosted runners take any job; the GPU runner's group only its listed workflows at
+    the listed ref (scripts/gpu-runner/policy.json, applied by configure-github.sh)."""
+    if not self_hosted(job_labels):
+        return True
+    return ref == POLICY["workflow_ref"] and f".github/workflows/{workflow_file}" in POLICY["workflows"]
+
+
+def checkout_ref(job: dict) -> str:
+    """The commit the job's code comes from, as an expression: its checkout's `ref`, or the event's
+    commit (github.sha) when the checkout names none; '' for a job that checks nothing out."""
+    for step in job.get("steps", []):
+        if step.get("uses", "").startswith("actions/checkout@"):
+            return str(step.get("with", {}).get("ref", "${{ github.sha }}"))
+    return ""
+
+
+def stub(workflow: dict, file_name: str) -> dict:
+    """A copy whose every job, if it runs, only appends `file<TAB>job<TAB>sha<TAB>matrix` to $ACT_MARKERS."""
+    # YAML 1.1 read the key `on` as True; write it back as `on`.
+    copied = {("on" if key is True else key): value for key, value in copy.deepcopy(workflow).items()}
+    for job_id, job in copied["jobs"].items():
+        job.pop("environment", None)  # deployment protection is GitHub's, not the event logic's
+        job["steps"] = [
+            {
+                "name": "marker",
+                "run": MARKER_SCRIPT,
+                "env": {
+                    "MARK_FILE": file_name,
+                    "MARK_JOB": job_id,
+                    "MARK_SHA": checkout_ref(job),
+                    "MARK_MATRIX": "${{ matrix.python }}",
+                },
+            }
+        ]
+    return copied
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One job act ran: `taken` says whether a runner would take it (False: refused, never runs)."""
+
+    workflow: str
+    job: str
+    sha: str
+    matrix: str
+    event: str
+    gpu: bool
+    taken: bool
+
+
+def write_stubs(folder: Path, workflows: dict[str, dict]) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, workflow in workflows.items():
+        (folder / name).write_text(yaml.safe_dump(stub(workflow, name), sort_keys=False))
+
+
+def read_markers(path: Path, workflows: dict[str, dict], event: str, ref: str) -> list[Ran]:
+    ran = []
+    for line in path.read_text().splitlines() if path.exists() else []:
+        file_name, job_id, sha, matrix = line.split("\t")
+        job_labels = labels(workflows[file_name]["jobs"][job_id])
+        gpu = self_hosted(job_labels)
+        ran.append(Ran(file_name, job_id, sha, matrix, event, gpu, runner_takes(job_labels, file_name, ref)))
+    return ran
