@@ -105,7 +105,7 @@ def preview(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
 def regression(session: nox.Session) -> None:
-    """asv on two commits, exit 1 on a slowdown beyond 1.10x: ``nox -s regression -- BASE HEAD``."""
+    """asv on two commits, exit 1 when HEAD got slower than BASE: ``nox -s regression -- BASE HEAD``."""
     install(session, "--no-deps", "-e", ".")
     install(session, "-r", HARNESS_REQUIREMENTS)
     run_keeping_exit_code(session, "python", "-m", "nf4kernel.harness.regression", *session.posargs)
@@ -121,16 +121,18 @@ def backfill(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def pins(session: nox.Session) -> None:
-    """Every pin in requirements/ has a wheel for every Python that ci.yml sets up (index pages only,
-    nothing downloaded); set PIP_EXTRA_INDEX_URL as the installing steps do."""
+    """Checks that every pin has a wheel for every Python that ci.yml sets up (reads index pages only).
+
+    Nothing is downloaded; set PIP_EXTRA_INDEX_URL as the installing steps do."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
     session.run("python", "-m", "tools.pins")
 
 
 @nox.session(default=False)
 def act(session: nox.Session) -> None:
-    """ci.yml's CPU jobs on this machine under nektos act (host mode, no Docker), the setup-python
-    download replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
+    """Runs ci.yml's CPU jobs on this machine under nektos act (host mode, no Docker).
+
+    setup-python's download is replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
     session.run("python", "-m", "tools.act_ci", *session.posargs)
 

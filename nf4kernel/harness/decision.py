@@ -38,6 +38,14 @@ def round_ratios(record: dict, baseline: str = "unsloth", candidate: str = "nf4k
     return [sum(b) / sum(c) for b, c in zip(seconds[baseline], seconds[candidate], strict=True)]
 
 
+def shape_ratios(record: dict, baseline: str = "unsloth", candidate: str = "nf4kernel") -> list[float]:
+    """Per shape: the median over rounds of the baseline's time over the candidate's."""
+    seconds = record["seconds"]
+    shapes = range(len(seconds[candidate][0]))
+    pairs = list(zip(seconds[baseline], seconds[candidate], strict=True))
+    return [statistics.median(b[i] / c[i] for b, c in pairs) for i in shapes]
+
+
 def per_call_us(rounds: list, shape: int, calls_per_timing: int) -> float:
     """Microseconds per call for one shape, median round: each timing is calls x (up, gate, down)."""
     return 1e6 * statistics.median(r[shape] for r in rounds) / (3 * calls_per_timing)

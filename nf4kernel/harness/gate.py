@@ -184,6 +184,36 @@ def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
     return "\n".join(lines)
 
 
+def chart(record: dict, threshold: float) -> str:
+    """A Mermaid bar chart (GitHub renders it in a job summary): the speed-up per shape, the
+    threshold as a line."""
+    labels = ", ".join(f'"{shape["label"]}"' for shape in record["shapes"])
+    ratios = decision.shape_ratios(record)
+    top = max([*ratios, threshold]) * 1.25
+    return "\n".join(
+        [
+            "```mermaid",
+            "xychart-beta",
+            '    title "nf4kernel speed-up over Unsloth fast_dequantize, per shape (median round)"',
+            f"    x-axis [{labels}]",
+            f'    y-axis "speed-up (x)" 0 --> {top:.2f}',
+            f"    bar [{', '.join(f'{r:.3f}' for r in ratios)}]",
+            f"    line [{', '.join(f'{threshold:.3f}' for _ in ratios)}]",
+            "```",
+        ]
+    )
+
+
+def markdown(record: dict, verdict: decision.Verdict, threshold: float, text: str) -> str:
+    """The job summary: the table as printed (a Markdown table), the chart, the verdict in bold."""
+    *body, verdict_line = text.rsplit("\n", 1)
+    parts = ["### nf4kernel speed gate", *body]
+    if "seconds" in record and record.get("shapes"):
+        parts.append(chart(record, threshold))
+    parts.append(f"**{verdict_line}**")
+    return "\n\n".join(parts) + "\n"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.gate", description=__doc__.splitlines()[0])
     default_threshold = float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD))
@@ -212,8 +242,7 @@ def main(argv=None) -> int:
             json.dump(record, f, indent=1)
     if args.summary:
         with open(args.summary, "a") as f:
-            verdict_line = text.rsplit("\n", 1)
-            f.write(f"### nf4kernel speed gate\n\n{verdict_line[0]}\n\n**{verdict_line[-1]}**\n")
+            f.write(markdown(record, verdict, args.threshold, text))
     return verdict.exit_code
 
 

@@ -1,5 +1,8 @@
-"""The history pipeline on the CPU: asv runs the CPU-mode suite for the current commit through the
-harness entry point, ``asv publish`` builds the site, and both outputs hold what they should."""
+"""The history pipeline on the CPU, end to end through the harness's entry points: ``bench`` runs
+the CPU smoke suite for a commit and stores it under this machine's name and a path-independent
+environment; two checkouts at different paths, run by interpreters at different paths, add to one
+series; ``site publish`` builds a self-contained site holding that series and the committed GPU
+history."""
 
 from __future__ import annotations
 
@@ -11,60 +14,117 @@ from pathlib import Path
 
 import pytest
 
+from nf4kernel.harness import history
+
 ROOT = Path(__file__).resolve().parents[2]
+SMOKE = "cpu_interpreter.CpuInterpreter.time_interpreter_dequantize"
+PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 
 
-def _git_head():
+def git(*args, cwd):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def _head():
     try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
-        ).stdout.strip()
+        return git("rev-parse", "HEAD", cwd=ROOT)
     except (OSError, subprocess.CalledProcessError):
         return None
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(_git_head() is None, reason="asv records results per commit: needs the git checkout")
-def test_bench_entry_point_records_results_and_builds_the_site(tmp_path):
-    lines = (ROOT / "asv.conf.json").read_text().splitlines()
-    config = json.loads("\n".join(line for line in lines if not line.strip().startswith("//")))
-    config.update(
-        repo=str(ROOT),
-        benchmark_dir=str(ROOT / "benchmarks"),
-        results_dir=str(tmp_path / "results"),
-        html_dir=str(tmp_path / "html"),
-        env_dir=str(tmp_path / "env"),
+def interpreter_alias(where: Path) -> Path:
+    """This venv's Python under another path (as another nox venv or runner work directory would
+    be): asv's own environment would name the series after that path."""
+    prefix = Path(sys.prefix)
+    (where / "bin").mkdir(parents=True)
+    (where / "bin" / "python").symlink_to(Path(sys.executable).resolve())
+    if (prefix / "pyvenv.cfg").is_file():  # a venv: its packages, found through pyvenv.cfg and lib/
+        (where / "pyvenv.cfg").write_text((prefix / "pyvenv.cfg").read_text())
+        (where / "lib").symlink_to(prefix / "lib")
+        return where / "bin" / "python"
+    pytest.skip("needs to run in a virtual environment (nox -s tests makes one)")
+
+
+def config(path: Path, repo: Path, checkout: Path, tmp: Path) -> Path:
+    path.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "project": "nf4kernel",
+                "repo": str(repo),
+                "branches": ["main"],
+                "dvcs": "git",
+                "environment_type": "existing",
+                "plugins": [".nf4kernel.harness.asv_env"],
+                "benchmark_dir": str(checkout / "benchmarks"),
+                "results_dir": str(tmp / "results"),
+                "html_dir": str(tmp / "html"),
+            }
+        )
     )
-    config_path = tmp_path / "asv.conf.json"
-    config_path.write_text(json.dumps(config))
+    return path
+
+
+def run(python: Path, checkout: Path, env: dict, *args: str) -> str:
+    done = subprocess.run(
+        [str(python), "-m", *args],
+        cwd=checkout,
+        env={**env, "PYTHONPATH": str(checkout)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return done.stdout
+
+
+def graph_points(html: Path, benchmark: str, machine: str) -> list[tuple]:
+    """The (revision, value) points of every graph file asv made for ``benchmark`` on ``machine``."""
+    files = [p for p in html.glob(f"graphs/**/{benchmark}.json") if f"machine-{machine}" in p.parts]
+    return files, [point for path in files for point in json.loads(path.read_text())]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_head() is None, reason="asv records results per commit: needs the git checkout")
+def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
+    # Two clones, b one commit ahead of a, each on a `main` that asv can read branches from.
+    a, b = tmp_path / "a", tmp_path / "b"
+    git("clone", "-q", str(ROOT), str(a), cwd=tmp_path)
+    git("checkout", "-q", "-B", "main", _head(), cwd=a)
+    git("clone", "-q", "-b", "main", str(a), str(b), cwd=tmp_path)
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "another", cwd=b)
     env = {**os.environ, "HOME": str(tmp_path)}  # asv keeps its machine file in ~
-    command = [
-        sys.executable,
-        "-m",
-        "nf4kernel.harness.bench",
-        "--config",
-        str(config_path),
-        "--machine",
-        "ci-cpu",
-        "--bench",
-        "TimeCpuInterpreter",
-        "--quick",
-    ]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    env.pop("PYTHONPATH", None)
 
-    head = _git_head()
-    results = list((tmp_path / "results" / "ci-cpu").glob(f"{head[:8]}-*.json"))
-    assert len(results) == 1, list((tmp_path / "results").rglob("*"))
-    recorded = json.loads(results[0].read_text())
-    assert recorded["commit_hash"] == head
-    timings = recorded["results"]["bench_dequantize.TimeCpuInterpreter.time_interpreter_dequantize"][0]
-    assert timings and all(t is not None and t > 0 for t in timings)
+    outputs = []
+    for checkout in (a, b):
+        python = interpreter_alias(checkout / ".venv-elsewhere")
+        conf = config(checkout / "asv-test.conf.json", b, checkout, tmp_path)
+        outputs.append(
+            run(python, checkout, env, "nf4kernel.harness.bench", "--config", str(conf), "--quick", "--no-publish")
+        )
+    assert "CPU-interpreter smoke benchmarks" in outputs[0] and "2 measured, 0 skipped, 0 failed" in outputs[0]
 
+    machines = [p for p in (tmp_path / "results").iterdir() if p.name.startswith("cpu-")]
+    assert len(machines) == 1, "one machine, whatever the checkout"
+    results = sorted(p.name for p in machines[0].glob("*.json") if p.name != "machine.json")
+    expected = sorted(f"{git('rev-parse', 'HEAD', cwd=c)[:8]}-existing-py{PY}.json" for c in (a, b))
+    assert results == expected, "one environment name, whatever the interpreter's path"
+    for name in results:
+        recorded = json.loads((machines[0] / name).read_text())
+        assert recorded["params"]["python"] == PY and recorded["env_name"] == f"existing-py{PY}"
+
+    out = run(
+        Path(sys.executable), b, env, "nf4kernel.harness.site", "publish", "--config", str(b / "asv-test.conf.json")
+    )
     html = tmp_path / "html"
-    assert "airspeed velocity" in (html / "index.html").read_text().lower()
-    graphs = list(html.glob("graphs/**/bench_dequantize.TimeCpuInterpreter.time_interpreter_dequantize.json"))
-    assert graphs, "asv publish made no graph for the benchmark"
-    import torch
-
-    assert ("GPU: " if torch.cuda.is_available() else "CPU run (no CUDA GPU)") in done.stdout
+    files, points = graph_points(html, SMOKE, machines[0].name)
+    assert len(files) == 1, f"one series, not one per checkout: {files}"
+    assert len(points) == 2 and all(value is not None for _, values in points for value in values)
+    assert "self-contained" in out
+    # The committed GPU history was seeded and published beside the CPU smoke run, apart from it.
+    for machine_dir in (p for p in history.STORE.iterdir() if p.is_dir()):
+        files, points = graph_points(html, "gpu.KernelTime.track_kernel_time", machine_dir.name)
+        assert len(files) == 1 and len(points) == len(history.commits(machine_dir))
+    index = (html / "index.html").read_text()
+    assert "https://cdn" not in index and "vendor/jquery/jquery.min.js" in index

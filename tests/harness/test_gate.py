@@ -60,3 +60,29 @@ def test_without_torch_the_gate_says_so_and_does_not_pass(monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     assert gate.main(["--no-classic"]) == decision.EXIT_NO_GPU
     assert "torch is not importable" in capsys.readouterr().out
+
+
+def test_summary_is_markdown_with_a_chart_of_the_speed_up_per_shape(tmp_path):
+    r = full_record(0.30, 0.45)
+    # Shape 2 (of 3) made 2x slower for Unsloth in every round: its own bar must show it.
+    r["seconds"]["unsloth"] = [[s * (2 if i == 1 else 1) for i, s in enumerate(rnd)] for rnd in r["seconds"]["unsloth"]]
+    recorded, summary = tmp_path / "recorded.json", tmp_path / "summary.md"
+    recorded.write_text(json.dumps(r))
+    assert gate.main(["--replay", str(recorded), "--summary", str(summary)]) == decision.EXIT_PASS
+    text = summary.read_text()
+    assert text.startswith("### nf4kernel speed gate")
+    assert "| 2048x8192 float16" in text and "|------" in text  # the table, as Markdown
+    chart = text.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    assert chart.startswith("xychart-beta")
+    assert 'x-axis ["2048x8192 float16", "1024x4096 bfloat16", "4096x14336 bfloat16"]' in chart
+    assert "bar [1.500, 3.000, 1.500]" in chart
+    assert "line [1.150, 1.150, 1.150]" in chart
+    assert text.rstrip().endswith("**PASS**")
+
+
+def test_summary_of_a_run_that_measured_nothing_has_no_chart(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)
+    summary = tmp_path / "summary.md"
+    assert gate.main(["--no-classic", "--summary", str(summary)]) == decision.EXIT_NO_GPU
+    text = summary.read_text()
+    assert "mermaid" not in text and "**FAIL" in text

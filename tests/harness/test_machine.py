@@ -1,0 +1,51 @@
+"""The asv machine: named after the GPU, described by what shapes its figures, nothing that changes
+between boots of one runner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from nf4kernel.harness import machine
+
+
+@pytest.mark.parametrize(
+    "gpu,name",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-80gb-hbm3"),
+        ("NVIDIA H200", "h200"),
+        ("Tesla T4", "tesla-t4"),
+        ("NVIDIA A100-SXM4-40GB", "a100-sxm4-40gb"),
+        ("NVIDIA GeForce RTX 4090", "geforce-rtx-4090"),
+        ("  ", "unknown"),
+    ],
+)
+def test_the_name_comes_from_the_gpu(gpu, name):
+    assert machine.slug(gpu) == name
+
+
+def test_the_description_holds_the_versions_and_nothing_that_changes_per_boot():
+    info = machine.describe()
+    for field in ("machine", "gpu", "driver", "cuda", "torch", "triton", "bitsandbytes", "unsloth", "cpu", "arch"):
+        assert info[field], field
+    assert info["torch"] == torch.__version__.split("+")[0] or info["torch"].startswith(torch.__version__[:4])
+    assert info["ram"] == ""  # a VM's memory grows while it runs: recorded, it would split the series
+    assert " " not in info["os"]  # the system, not the kernel release, which differs between boots
+    if not torch.cuda.is_available():
+        assert info["machine"].startswith("cpu-") and info["gpu"] == "none"
+        assert "no CUDA GPU" in machine.one_line(info)
+    else:
+        assert info["machine"] == machine.slug(torch.cuda.get_device_name(0))
+
+
+def test_register_stores_it_where_asv_reads_it(tmp_path):
+    from asv.machine import Machine
+
+    path = tmp_path / "asv-machine.json"
+    info = machine.register(path=str(path))
+    stored = json.loads(path.read_text())[info["machine"]]
+    assert stored["gpu"] == info["gpu"] and stored["torch"] == info["torch"]
+    loaded = Machine.load(machine_name=info["machine"], _path=str(path))
+    assert loaded.machine == info["machine"] and loaded.triton == info["triton"]
