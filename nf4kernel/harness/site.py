@@ -93,6 +93,20 @@ def make_self_contained(html_dir: Path) -> list[str]:
     return replaced
 
 
+def drop_benchmarks_without_results(html_dir: Path) -> list[str]:
+    """asv lists every benchmark of the suite on the index and fetches a summary graph for each; one
+    with no result on any machine (the CPU smoke benchmark in a GPU-only history, say) has none, and
+    the page logs a 404 for it. Leave such benchmarks off the index. Returns their names."""
+    index_path = Path(html_dir) / "index.json"
+    index = json.loads(index_path.read_text())
+    summaries = Path(html_dir) / "graphs" / "summary"
+    dropped = [name for name in index["benchmarks"] if not (summaries / f"{name}.json").is_file()]
+    for name in dropped:
+        del index["benchmarks"][name]
+    index_path.write_text(json.dumps(index))
+    return dropped
+
+
 def publish(config: str = "asv.conf.json") -> Path:
     """Seed the results with the committed history, ``asv publish``, then make the site self-contained."""
     from nf4kernel.harness import asvrun, history
@@ -101,6 +115,7 @@ def publish(config: str = "asv.conf.json") -> Path:
     history.seed(asvrun.ROOT / conf["results_dir"])
     asvrun.asv("publish", config=config)
     html = asvrun.ROOT / conf["html_dir"]
+    drop_benchmarks_without_results(html)
     make_self_contained(html)
     return html
 

@@ -13,23 +13,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from checkouts import clone_on_main, git, head
 
 from nf4kernel.harness import history
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = "cpu_interpreter.CpuInterpreter.time_interpreter_dequantize"
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
-
-
-def git(*args, cwd):
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
-
-
-def _head():
-    try:
-        return git("rev-parse", "HEAD", cwd=ROOT)
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def interpreter_alias(where: Path) -> Path:
@@ -85,13 +75,12 @@ def graph_points(html: Path, benchmark: str, machine: str) -> list[tuple]:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(_head() is None, reason="asv records results per commit: needs the git checkout")
+@pytest.mark.skipif(head() is None, reason="asv records results per commit: needs the git checkout")
 def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     # Two clones, b one commit ahead of a, each on a `main` that asv can read branches from.
-    a, b = tmp_path / "a", tmp_path / "b"
-    git("clone", "-q", str(ROOT), str(a), cwd=tmp_path)
-    git("checkout", "-q", "-B", "main", _head(), cwd=a)
-    git("clone", "-q", "-b", "main", str(a), str(b), cwd=tmp_path)
+    a = clone_on_main(tmp_path / "a")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "a's own", cwd=a)
+    b = clone_on_main(tmp_path / "b", source=a)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "another", cwd=b)
     env = {**os.environ, "HOME": str(tmp_path)}  # asv keeps its machine file in ~
     env.pop("PYTHONPATH", None)

@@ -1,0 +1,37 @@
+"""Clones of this repository for the tests that need asv's view of git: a `main` branch holding
+this checkout's HEAD (whatever branch or detached PR merge this checkout is on), with this working
+tree's harness and suite copied over, so that the tests exercise the code as it is now, committed
+or not."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OVERLAY = ("nf4kernel", "benchmarks", "asv.conf.json")
+
+
+def git(*args: str, cwd: Path) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout.strip()
+
+
+def head() -> str | None:
+    try:
+        return git("rev-parse", "HEAD", cwd=ROOT)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def clone_on_main(where: Path, source: Path = ROOT) -> Path:
+    """``source`` cloned into ``where`` with `main` at ``source``'s HEAD and this working tree on top."""
+    git("clone", "-q", str(source), str(where), cwd=where.parent)
+    git("checkout", "-q", "-B", "main", git("rev-parse", "HEAD", cwd=source), cwd=where)
+    for name in OVERLAY:
+        path = ROOT / name
+        if path.is_dir():
+            shutil.copytree(path, where / name, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copyfile(path, where / name)
+    return where
