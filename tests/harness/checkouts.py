@@ -18,10 +18,22 @@ def git(*args: str, cwd: Path) -> str:
 
 
 def head() -> str | None:
+    """This checkout's HEAD; None where this tree is not a git checkout of its own (a copy of the
+    files, or one that sits inside some other repository)."""
     try:
+        if Path(git("rev-parse", "--show-toplevel", cwd=ROOT)).resolve() != ROOT:
+            return None
         return git("rev-parse", "HEAD", cwd=ROOT)
     except (OSError, subprocess.CalledProcessError):
         return None
+
+
+def python_path(*front: Path) -> str:
+    """PYTHONPATH with ``front`` first and whatever the caller had after (an offline bundle, say)."""
+    import os
+
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([*map(str, front), *rest])
 
 
 def clone_on_main(where: Path, source: Path = ROOT) -> Path:

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from checkouts import clone_on_main, git, head
+from checkouts import clone_on_main, git, head, python_path
 
 from nf4kernel.harness import history
 
@@ -59,7 +59,7 @@ def run(python: Path, checkout: Path, env: dict, *args: str) -> str:
     done = subprocess.run(
         [str(python), "-m", *args],
         cwd=checkout,
-        env={**env, "PYTHONPATH": str(checkout)},
+        env={**env, "PYTHONPATH": python_path(checkout)},
         capture_output=True,
         text=True,
         timeout=900,
@@ -83,7 +83,6 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     b = clone_on_main(tmp_path / "b", source=a)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "another", cwd=b)
     env = {**os.environ, "HOME": str(tmp_path)}  # asv keeps its machine file in ~
-    env.pop("PYTHONPATH", None)
 
     outputs = []
     for checkout in (a, b):

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from checkouts import clone_on_main, head
+from checkouts import clone_on_main, head, python_path
 
 from nf4kernel.harness import history
 
@@ -59,7 +59,7 @@ def site_url(tmp_path_factory):
     conf.update(environment_type="existing", plugins=[".nf4kernel.harness.asv_env"], benchmark_dir="benchmarks")
     conf.update(results_dir=str(tmp / "results"), html_dir=str(tmp / "html"))
     config.write_text(json.dumps(conf))
-    env = {**os.environ, "PYTHONPATH": str(clone), "HOME": str(tmp)}
+    env = {**os.environ, "PYTHONPATH": python_path(clone), "HOME": str(tmp)}
     done = subprocess.run(
         [sys.executable, "-m", "nf4kernel.harness.site", "publish", "--config", str(config)],
         cwd=clone,
