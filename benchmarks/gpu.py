@@ -80,7 +80,8 @@ class _Ratio(_Figures):
 class RatioToUnsloth(_Ratio):
     """nf4kernel's time per call over Unsloth's fast_dequantize (its fused Triton path), with
     torch.cuda.synchronize() after every call as Challenge A does; 5 interleaved rounds of 100 calls,
-    median of the round ratios. Below 1: nf4kernel is faster (0.5 = twice as fast)."""
+    median of the round ratios. Below 1: nf4kernel is faster (0.5 = twice as fast). Commits that
+    the backfill measured (nf4kernel's own figures only) have no point on the ratio graphs."""
 
     needs = "unsloth"
     unit = "nf4kernel time / Unsloth time"

@@ -109,7 +109,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     files, points = graph_points(html, SMOKE, machines[0].name)
     assert len(files) == 1, f"one series, not one per checkout: {files}"
     assert len(points) == 2 and all(value is not None for _, values in points for value in values)
-    assert "self-contained" in out
+    assert "self-contained" in out and "python3 -m nox -s preview" in out  # a next step that works
     # The committed GPU history was seeded and published beside the CPU smoke run, apart from it.
     for machine_dir in (p for p in history.STORE.iterdir() if p.is_dir()):
         files, points = graph_points(html, "gpu.KernelTime.track_kernel_time", machine_dir.name)

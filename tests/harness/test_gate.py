@@ -4,8 +4,10 @@ machine without a GPU."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -86,3 +88,27 @@ def test_summary_of_a_run_that_measured_nothing_has_no_chart(tmp_path, monkeypat
     assert gate.main(["--no-classic", "--summary", str(summary)]) == decision.EXIT_NO_GPU
     text = summary.read_text()
     assert "mermaid" not in text and "**FAIL" in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks what nox -s gate does on a machine without a GPU")
+def test_nox_passes_the_gates_exit_code_on(tmp_path):
+    """nox itself would say 1 for any failure: the session hands the gate's own code (4, no GPU) to
+    whoever called nox, with the true cause in the output."""
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    command = [sys.executable, "-m", "nox", "--no-venv", "-f", str(root / "noxfile.py"), "-s", "gate"]
+    done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == decision.EXIT_NO_GPU, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "sees no CUDA GPU" in done.stdout + done.stderr
+
+
+def test_every_nox_session_says_what_it_does_in_one_line():
+    """`nox -l` shows the first line of each session's docstring: it must be a whole sentence."""
+    import ast
+
+    tree = ast.parse((Path(__file__).resolve().parents[2] / "noxfile.py").read_text())
+    sessions = [f for f in tree.body if isinstance(f, ast.FunctionDef) and "nox.session" in ast.unparse(f)]
+    assert len(sessions) >= 8
+    for function in sessions:
+        first = ast.get_docstring(function).splitlines()[0]
+        assert first.endswith((".", ".``")) and len(first) <= 110, f"{function.name}: {first!r}"
