@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
@@ -49,7 +50,15 @@ def dequantize_4bit_kernel(
     WIDE: tl.constexpr,  # offsets need 64 bits
     BF16_RNE: tl.constexpr,  # round fp32 -> bf16 by hand: the interpreter's cast truncates
     EVICT: tl.constexpr,  # eviction policy for the streamed weight and output ("" or "evict_first")
+    PDL: tl.constexpr,  # launched as a programmatic dependent launch (Hopper on): see launch_options
 ):
+    if PDL:
+        # Before any memory access: wait until the kernel before this one on the stream has finished
+        # and its writes are visible (it may have written this weight, or read the buffer this
+        # launch writes), then let the next launch on the stream be scheduled, so that its programs
+        # start as this one's last ones drain instead of after a launch gap.
+        gdc_wait()
+        gdc_launch_dependents()
     SEGMENTS: tl.constexpr = BLOCKSIZE // 2 // COLS  # segments per quantization block
     packed_ptr = packed_ptr.to(tl.pointer_type(tl.uint8))
     # The codebook lives in registers/shared memory: a gather from it keeps every value in the
@@ -182,9 +191,9 @@ TRITON_LOCK = threading.RLock()
 #
 # (read once per process, at the first GPU launch; see gpu_tiles).
 GPU_TILES = (
-    # (packed bytes at least, num_warps, tiles per program, eviction policy)
-    (16 << 20, 2, 2, "evict_first"),
-    (0, 4, 2, ""),
+    # (packed bytes at least, num_warps, tiles per program, eviction policy, 16-byte stores per thread)
+    (16 << 20, 2, 2, "evict_first", 1),
+    (0, 4, 2, "", 1),
 )
 TILES_ENV = "NF4KERNEL_TILES"
 EVICTS = ("", "evict_first", "evict_last")
@@ -197,6 +206,7 @@ class Tile(NamedTuple):
     iters: int
     num_warps: int
     evict: str
+    vector: int  # 16-byte output stores per thread
 
     @property
     def bytes(self) -> int:  # packed bytes per program
@@ -205,21 +215,24 @@ class Tile(NamedTuple):
 
 def tile_shape(n_bytes: int, blocksize: int, out_size: int, interpreted: bool, **override) -> Tile:
     """The tile for ``n_bytes`` packed bytes in ``blocksize`` blocks, dequantized to ``out_size``-byte
-    values. ``override`` sets num_warps / iters / evict (the sweep uses it)."""
+    values. ``override`` sets num_warps / iters / evict, and ``vector`` (16-byte output stores per
+    thread, 1 by default) (the sweep uses them)."""
     if interpreted:
-        tile_bytes, num_warps, iters, evict = INTERPRETER_TILE_BYTES, 1, 1, ""
+        tile_bytes, num_warps, iters, evict, vector = INTERPRETER_TILE_BYTES, 1, 1, "", 1
     else:
-        num_warps, iters, evict = next(t[1:] for t in gpu_tiles() if n_bytes >= t[0])
+        num_warps, iters, evict, vector = next(t[1:] for t in gpu_tiles() if n_bytes >= t[0])
         num_warps = override.get("num_warps", num_warps)
         iters = override.get("iters", iters)
         evict = override.get("evict", evict)
-        tile_bytes = (8 // out_size) * 32 * num_warps  # 16 output bytes per thread
+        vector = override.get("vector", vector)
+        # 16 output bytes per thread (one 128-bit store), times ``vector``.
+        tile_bytes = (8 // out_size) * 32 * num_warps * vector
     cols = min(blocksize // 2, tile_bytes)
-    return Tile(tile_bytes // cols, cols, iters, num_warps, evict)
+    return Tile(tile_bytes // cols, cols, iters, num_warps, evict, vector)
 
 
 @functools.cache
-def gpu_tiles() -> tuple[tuple[int, int, int, str], ...]:
+def gpu_tiles() -> tuple[tuple[int, int, int, str, int], ...]:
     """The tile table in use: GPU_TILES, or the one a sweep's JSON (named by NF4KERNEL_TILES) gives."""
     path = os.environ.get(TILES_ENV)
     if not path:
@@ -232,9 +245,10 @@ def gpu_tiles() -> tuple[tuple[int, int, int, str], ...]:
     return tiles_from_sweep(sweep, source=f"{TILES_ENV}={path}")
 
 
-def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int, int, int, str], ...]:
+def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int, int, int, str, int], ...]:
     """A tile table from ``nf4kernel.harness.sweep --json``'s output: for each swept weight, its
-    fastest (num_warps, tiles per program, eviction) applies from its packed size up to the next
+    fastest (num_warps, tiles per program, eviction, stores per thread; a sweep from before the
+    last was swept gives 1) applies from its packed size up to the next
     larger swept weight; the smallest one's applies below it too."""
     best: dict[int, tuple[float, int, int, str]] = {}
     for result in sweep.get("results") or () if isinstance(sweep, dict) else ():
@@ -247,17 +261,42 @@ def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int,
     return tuple((0 if size == sizes[-1] else size, *best[size][1:]) for size in sizes)
 
 
-def _tile_row(result: dict, source: str) -> tuple[int, int, str]:
+def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
     num_warps, iters, evict = result.get("num_warps"), result.get("iters"), result.get("evict")
+    vector = result.get("vector", 1)
     if num_warps not in (1, 2, 4, 8, 16, 32):
         raise ValueError(f"nf4kernel: {source}: num_warps must be a power of two up to 32, got {num_warps!r}")
     if isinstance(iters, bool) or not isinstance(iters, int) or not 1 <= iters <= 64:
         raise ValueError(f"nf4kernel: {source}: iters must be an int from 1 to 64, got {iters!r}")
     if evict not in EVICTS:
         raise ValueError(f"nf4kernel: {source}: evict must be one of {EVICTS}, got {evict!r}")
-    return num_warps, iters, evict
+    if vector not in (1, 2, 4, 8):
+        raise ValueError(f"nf4kernel: {source}: vector must be 1, 2, 4 or 8, got {vector!r}")
+    return num_warps, iters, evict, vector
 
 
-def launch_options(num_warps: int) -> dict:
+def launch_options(num_warps: int, pdl: bool = False) -> dict:
     # fp fusion off: the nested absmax must round the product before adding the offset.
-    return {"num_warps": num_warps, "enable_fp_fusion": False}
+    options = {"num_warps": num_warps, "enable_fp_fusion": False}
+    if pdl:
+        options["launch_pdl"] = True
+    return options
+
+
+# Programmatic dependent launch (PDL): Hopper (sm_90) and newer. A launch marked so may be scheduled
+# while the kernel before it on the stream still runs; the kernel waits (gdc_wait) before it touches
+# memory, so the result and every ordering guarantee of the stream are as without it. What it saves
+# is the gap between back-to-back launches. Off for older GPUs, the interpreter, and where
+# NF4KERNEL_PDL=0 (a profiler that wants kernels strictly apart, say).
+PDL_MIN_CAPABILITY = (9, 0)
+PDL_ENV = "NF4KERNEL_PDL"
+
+
+@functools.cache
+def uses_pdl(device_index: int) -> bool:
+    """Whether launches on this CUDA device use programmatic dependent launch (read once per device)."""
+    import torch
+
+    if os.environ.get(PDL_ENV, "1") == "0":
+        return False
+    return torch.cuda.get_device_capability(device_index) >= PDL_MIN_CAPABILITY

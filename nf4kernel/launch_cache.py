@@ -70,10 +70,10 @@ def key_of(packed: torch.Tensor, state) -> tuple:
     kernel's pointers come first, where the direct launch picks them (``POINTERS``).
 
     Beyond the pointers: each state tensor's dtype, element count and contiguity (a view at the same
-    address with another dtype, length or layout must not pass), the packed weight's device, dtype,
-    shape and contiguity, and the state's shape as ints (``_shape_key``), dtype, blocksizes and
-    quant type. A state tensor's device needs no read: CUDA's unified addressing gives the host and
-    every device distinct addresses, so its pointer says where it is.
+    address with another dtype, length or layout must not pass), the packed weight's dtype, shape
+    and contiguity, and the state's shape as ints (``_shape_key``), dtype, blocksizes and quant
+    type. No tensor's device needs a read: CUDA's unified addressing gives the host and every device
+    distinct addresses, so a pointer says where its tensor is.
 
     Cost: each read is one call into torch's C++, 50-100 ns; the checks added for issue 9 are 12 of
     them (nested) and one type check of the shape, about +0.9 us on a slow CPU host (1.1 -> 2.1 us;
@@ -86,7 +86,6 @@ def key_of(packed: torch.Tensor, state) -> tuple:
             packed.data_ptr(),
             absmax.data_ptr(),
             code.data_ptr(),
-            packed.get_device(),
             packed.dtype,
             packed.shape,
             packed.is_contiguous(),
@@ -121,7 +120,7 @@ def key_of(packed: torch.Tensor, state) -> tuple:
     return key
 
 
-_FLAT_KEY_LENGTH = 17  # the nested part of a key starts here
+_FLAT_KEY_LENGTH = 16  # the nested part of a key starts here
 # Where the kernel's six pointers are in a key, in its argument order (packed, absmax, code, code2,
 # absmax2, offset); a flat state passes absmax for the last three (never read).
 POINTERS = {
@@ -162,9 +161,9 @@ def _hooks_active() -> bool:
     return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
 
 
-def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[int], K.Tile, dict]:
+def launch_geometry(layout: Layout, interpreted: bool, pdl: bool = False, **tile) -> tuple[tuple[int], K.Tile, dict]:
     """(grid, tile, constexprs) for a weight of this layout: no tensor needed, so tests can ask for
-    any size. ``tile`` overrides the tuned num_warps / iters / evict (the sweep uses it)."""
+    any size. ``tile`` overrides the tuned num_warps / iters / evict / vector (the sweep uses it)."""
     t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
     n_segments = -(-layout.n_elements // (2 * t.cols))
     grid = (-(-n_segments // (t.rows * t.iters)),)
@@ -181,14 +180,19 @@ def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[in
         "WIDE": grid[0] * 2 * t.bytes >= 2**31,
         "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
         "EVICT": t.evict,
+        "PDL": pdl and not interpreted,
     }
     return grid, t, constexprs
 
 
-def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, **tile):
-    """(grid, positional args, constexprs, options) for one launch. ``tile`` overrides the tuned
-    num_warps / iters / evict (the sweep uses it)."""
-    grid, t, constexprs = launch_geometry(layout, interpreted, **tile)
+def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, pdl=None, **tile):
+    """(grid, positional args, constexprs, options) for one launch. ``pdl``: programmatic dependent
+    launch, by default where ``out``'s GPU supports it (``kernel.uses_pdl``). ``tile`` overrides the
+    tuned num_warps / iters / evict / vector (the sweep uses it)."""
+    if pdl is None:
+        device = out.device
+        pdl = not interpreted and device.type == "cuda" and K.uses_pdl(_device_index(device))
+    grid, t, constexprs = launch_geometry(layout, interpreted, pdl, **tile)
     absmax = tensors.absmax
     # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
     args = (
@@ -202,7 +206,11 @@ def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, in
         layout.n_elements,
         layout.n_blocks,
     )
-    return grid, args, constexprs, K.launch_options(t.num_warps)
+    return grid, args, constexprs, K.launch_options(t.num_warps, constexprs["PDL"])
+
+
+def _device_index(device: torch.device) -> int:
+    return torch.cuda.current_device() if device.index is None else device.index
 
 
 def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
@@ -224,16 +232,19 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
     return (None if interpreted else compiled), grid, constexprs
 
 
-def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
-    """``launch(key, out_pointer, stream)``: the compiled kernel launched with the raw pointers from
-    ``key``, past Triton's argument binding; None where this Triton's launcher can't be called directly.
+def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict, key: tuple):
+    """``launch(stream, out_pointer)``: the compiled kernel launched past Triton's argument binding,
+    with the pointers of ``key`` (a later call's key equals it, or the plan isn't used); None where
+    this Triton's launcher can't be called directly.
 
     Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
-    integers, which it passes through unchecked (a tensor would cost a driver query each)."""
+    integers, which it passes through unchecked (a tensor would cost a driver query each). All but
+    the stream and ``out`` is one tuple made here, so a call builds one argument tuple and nothing
+    else (``scripts/host_anatomy.py`` times each layer of this)."""
     if compiled is None or not _direct_launch:
         return None
     run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-    pick = POINTERS[layout.nested]
+    pointers = POINTERS[layout.nested](key)
     tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
     c_launch = getattr(run, "launch", None)
     if (
@@ -244,16 +255,19 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict):
     ):
         # Triton 3.6's C entry under its Python CudaLauncher: no scratch to allocate, so call it.
         # (function, cooperative grid, PDL, global scratch, profile scratch, kernel metadata,
-        #  launch metadata, enter hook, exit hook): fixed for the plan.
-        fixed = (function, run.launch_cooperative_grid, run.launch_pdl, None, None, metadata, None, None, None)
+        #  launch metadata, enter hook, exit hook, the six input pointers): fixed for the plan.
+        head = (function, run.launch_cooperative_grid, run.launch_pdl, None, None, metadata, None, None, None)
+        head += pointers
 
-        def launch(key, out_pointer, stream):
-            c_launch(grid, 1, 1, stream, *fixed, *pick(key), out_pointer, *tail)
+        def launch(stream, out_pointer):
+            c_launch(grid, 1, 1, stream, *head, out_pointer, *tail)
 
         return launch
 
-    def launch(key, out_pointer, stream):
-        run(grid, 1, 1, stream, function, metadata, None, None, None, *pick(key), out_pointer, *tail)
+    head = (function, metadata, None, None, None, *pointers)
+
+    def launch(stream, out_pointer):
+        run(grid, 1, 1, stream, *head, out_pointer, *tail)
 
     return launch
 
@@ -312,7 +326,7 @@ class Plan:
             return 0  # the compiled kernel assumes the alignment it was built for
         return pointer
 
-    def launch(self, key, out_pointer: int) -> bool:
+    def launch(self, out_pointer: int) -> bool:
         """The direct launch; False where it can't be made (then Triton's own path launches)."""
         global _direct_launch
         fast = self.fast
@@ -321,10 +335,10 @@ class Plan:
         index = self.device_index
         try:
             if _current_device() == index:
-                fast(key, out_pointer, _raw_stream(index))
+                fast(_raw_stream(index), out_pointer)
             else:
                 with torch.cuda.device(index):
-                    fast(key, out_pointer, _raw_stream(index))
+                    fast(_raw_stream(index), out_pointer)
         except TypeError:
             # This Triton's launcher takes other arguments; it checks them before launching, so
             # nothing ran. Use Triton's own path from now on.
@@ -359,8 +373,7 @@ def dequantize(packed: torch.Tensor, state, out):
     plan = _PLANS.get(id(state))
     if plan is not None and plan.state_ref() is state:
         try:
-            key = key_of(packed, state)
-            unchanged = key == plan.key
+            unchanged = key_of(packed, state) == plan.key
         except Exception:  # something the plan read is gone or is not what it was: the checked path says what
             unchanged = False
         if unchanged:
@@ -372,7 +385,7 @@ def dequantize(packed: torch.Tensor, state, out):
                 if not pointer:
                     return _checked(packed, state, out)
                 bump_version(out)
-            if not plan.launch(key, pointer):
+            if not plan.launch(pointer):
                 launch(tensors_of(packed, state), plan.layout, out)
             return out.t() if plan.transposed else out
     return _checked(packed, state, out)
@@ -396,6 +409,6 @@ def _checked(packed: torch.Tensor, state, out):
     compiled, grid, constexprs = launch(tensors, layout, out)
     # A plan's launches assume the alignment this one was compiled for.
     if state_ref is not None and out.data_ptr() % 16 == 0:
-        fast = direct_launcher(compiled, grid[0], layout, constexprs)
+        fast = direct_launcher(compiled, grid[0], layout, constexprs, key)
         _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors))
     return out.t() if layout.transposed else out

@@ -89,7 +89,9 @@ def compile_for(arch: int, layout: Layout, packed_dtype: torch.dtype = torch.uin
         stand_in(torch.float32) if layout.nested else None,
         stand_in(torch.float32) if layout.nested else None,
     )
-    _, args, constexprs, options = kernel_arguments(tensors, layout, stand_in(layout.dtype), interpreted=False)
+    _, args, constexprs, options = kernel_arguments(
+        tensors, layout, stand_in(layout.dtype), interpreted=False, pdl=arch >= 90
+    )
     fn = K.dequantize_4bit_kernel
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)

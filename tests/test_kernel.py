@@ -165,7 +165,7 @@ def test_a_sweep_tunes_the_table(tiles_env, tmp_path):
         ],
     )
     tiles_env(path)
-    assert K.gpu_tiles() == ((14336 * 4096 // 2, 2, 4, "evict_first"), (0, 4, 2, ""))
+    assert K.gpu_tiles() == ((14336 * 4096 // 2, 2, 4, "evict_first", 1), (0, 4, 2, "", 1))
     big = K.tile_shape(14336 * 4096 // 2, 64, 2, interpreted=False)
     assert (big.num_warps, big.iters, big.evict) == (2, 4, "evict_first")
     small = K.tile_shape(1024, 64, 2, interpreted=False)
@@ -181,6 +181,7 @@ def test_a_sweep_tunes_the_table(tiles_env, tmp_path):
         ('{"results": [{"shape": [64, 64], "num_warps": 3, "iters": 1, "evict": "", "us": 1}]}', "num_warps"),
         ('{"results": [{"shape": [64, 64], "num_warps": 4, "iters": 0, "evict": "", "us": 1}]}', "iters"),
         ('{"results": [{"shape": [64, 64], "num_warps": 4, "iters": 1, "evict": "never", "us": 1}]}', "evict"),
+        ('{"results": [{"shape": [64, 64], "num_warps": 4, "iters": 1, "evict": "", "vector": 3, "us": 1}]}', "vector"),
     ],
 )
 def test_a_bad_tile_file_is_named(tiles_env, tmp_path, content, problem):

@@ -1,0 +1,89 @@
+"""How close 14336x4096 bf16 gets to copy bandwidth, and what stands between (issue 10, target 93%).
+
+    python scripts/bandwidth_probe.py [--quick]
+
+For each tile variant (num_warps, tiles per program, 16-byte stores per thread, eviction), checked
+bit-exact first: the kernel's time replayed from a CUDA graph (no launch gaps). Then, for the
+default tile, the same launches back to back from the host, and ``dequantize()`` back to back (what
+``nf4kernel.harness.perf`` reports): the difference is what launching costs the GPU between kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+
+import torch
+
+import nf4kernel
+from nf4kernel import kernel as K
+from nf4kernel import launch_cache
+from nf4kernel.harness import sweep, workload
+from nf4kernel.quant_state import read
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer variants")
+    args = parser.parse_args(argv)
+    copy_bw = workload.copy_bandwidth()
+    print(f"{workload.device_name()}: copy {copy_bw / 1e9:.0f} GB/s (256 MB, read + written)")
+    layer = workload.build_mlp(4096, 14336, torch.bfloat16, seed=0).layers[2]
+    tensors, layout = read(layer.weight, layer.weight.quant_state)
+    expected = workload.bitsandbytes_impl()(layer)
+    out = torch.empty_like(expected)
+    moved = workload.bytes_moved(layer)
+
+    def report(label, seconds):
+        print(f"  {label:44s} {seconds * 1e6:8.2f} us  {100 * moved / seconds / copy_bw:5.1f}% of copy", flush=True)
+
+    warps, iters, vectors = ((2, 4), (1, 2), (1, 4)) if args.quick else ((2, 4, 8), (1, 2), (1, 2, 4))
+    results = []
+    for nw, it, vec, evict in itertools.product(warps, iters, vectors, ("", "evict_first")):
+        launch = sweep.run_variant(tensors, layout, out, nw, it, evict, vec, pdl=False)
+        out.fill_(float("nan"))
+        launch()
+        if not torch.equal(out, expected):
+            raise SystemExit(f"variant {(nw, it, vec, evict)} is not bit-exact")
+        seconds = workload.event_time(sweep.graphed(launch), repeats=20) / sweep.GRAPH_LAUNCHES
+        results.append((seconds, nw, it, vec, evict))
+    results.sort()
+    print("graph-replayed kernel, fastest 10:")
+    for seconds, nw, it, vec, evict in results[:10]:
+        report(f"{nw} warps, {it} tiles, {vec}x16 B/thread, {evict or '-'}", seconds)
+    tile = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, 2, interpreted=False)
+    default = [r for r in results if r[1:] == (tile.num_warps, tile.iters, tile.vector, tile.evict)]
+    for seconds, *_ in default:
+        report(f"default tile {tile}", seconds)
+    # Back to back from the host: the launch gap between kernels counts. With and without programmatic
+    # dependent launch (PDL), interleaved, twice.
+    best = results[0][1:]
+    for _ in range(2):
+        for pdl in (False, True):
+            for label, (nw, it, vec, evict) in (("default tile", tile_of(tile)), ("fastest tile", best)):
+                launch = sweep.run_variant(tensors, layout, out, nw, it, evict, vec, pdl=pdl)
+                launch()
+                report(f"{label}, launches back to back, PDL {pdl}", workload.event_time(launch, repeats=200))
+            os.environ[K.PDL_ENV] = "1" if pdl else "0"
+            K.uses_pdl.cache_clear()
+            launch_cache._PLANS.clear()
+            nf4kernel.dequantize(layer)
+            report(
+                f"dequantize(layer) back to back, PDL {pdl}",
+                workload.event_time(lambda: nf4kernel.dequantize(layer), 200),
+            )
+    os.environ.pop(K.PDL_ENV)
+    K.uses_pdl.cache_clear()
+    copy = workload.event_time(lambda: out.copy_(expected), repeats=200)
+    share = 100 * 2 * out.nbytes / copy / copy_bw
+    print(f"  {'copy of the output (out.copy_), for scale':44s} {copy * 1e6:8.2f} us  {share:5.1f}% of copy")
+    return 0
+
+
+def tile_of(tile):
+    return tile.num_warps, tile.iters, tile.vector, tile.evict
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
