@@ -161,7 +161,7 @@ def _hooks_active() -> bool:
     return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
 
 
-def launch_geometry(layout: Layout, interpreted: bool, pdl: bool = False, **tile) -> tuple[tuple[int], K.Tile, dict]:
+def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[int], K.Tile, dict]:
     """(grid, tile, constexprs) for a weight of this layout: no tensor needed, so tests can ask for
     any size. ``tile`` overrides the tuned num_warps / iters / evict / vector (the sweep uses it)."""
     t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
@@ -180,19 +180,14 @@ def launch_geometry(layout: Layout, interpreted: bool, pdl: bool = False, **tile
         "WIDE": grid[0] * 2 * t.bytes >= 2**31,
         "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
         "EVICT": t.evict,
-        "PDL": pdl and not interpreted,
     }
     return grid, t, constexprs
 
 
-def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, pdl=None, **tile):
-    """(grid, positional args, constexprs, options) for one launch. ``pdl``: programmatic dependent
-    launch, by default where ``out``'s GPU supports it (``kernel.uses_pdl``). ``tile`` overrides the
-    tuned num_warps / iters / evict / vector (the sweep uses it)."""
-    if pdl is None:
-        device = out.device
-        pdl = not interpreted and device.type == "cuda" and K.uses_pdl(_device_index(device))
-    grid, t, constexprs = launch_geometry(layout, interpreted, pdl, **tile)
+def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, **tile):
+    """(grid, positional args, constexprs, options) for one launch. ``tile`` overrides the tuned
+    num_warps / iters / evict / vector (the sweep uses it)."""
+    grid, t, constexprs = launch_geometry(layout, interpreted, **tile)
     absmax = tensors.absmax
     # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
     args = (
@@ -206,11 +201,7 @@ def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, in
         layout.n_elements,
         layout.n_blocks,
     )
-    return grid, args, constexprs, K.launch_options(t.num_warps, constexprs["PDL"])
-
-
-def _device_index(device: torch.device) -> int:
-    return torch.cuda.current_device() if device.index is None else device.index
+    return grid, args, constexprs, K.launch_options(t.num_warps)
 
 
 def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):

@@ -65,7 +65,9 @@ def layout_for(fmt: Format, variant: int) -> Layout:
     2**31 elements (64-bit offsets), and the blocksize from 32 to 4096. Only numbers: compiling
     needs no weight of that size."""
     blocksize = (32, 64, 256, 4096)[variant % 4]
-    blocks = (96, (40 << 20) // blocksize, (2**31 + (1 << 20)) // blocksize)[variant % 3]  # small, row 0, WIDE
+    # small (the last row), 20 MB packed (row 0), 12 MB packed (row 1), WIDE; paired with every blocksize.
+    sizes = (96 * blocksize, 40 << 20, 24 << 20, 2**31 + (1 << 20))
+    blocks = sizes[(variant + variant // 4) % 4] // blocksize
     n_elements = blocks * blocksize - (0 if fmt.even else 3)  # odd: the last byte holds one code
     n_blocks = -(-n_elements // blocksize)
     return Layout(torch.Size([n_elements]), fmt.dtype, blocksize, 256 if fmt.nested else 0, n_elements, n_blocks, False)
@@ -89,9 +91,7 @@ def compile_for(arch: int, layout: Layout, packed_dtype: torch.dtype = torch.uin
         stand_in(torch.float32) if layout.nested else None,
         stand_in(torch.float32) if layout.nested else None,
     )
-    _, args, constexprs, options = kernel_arguments(
-        tensors, layout, stand_in(layout.dtype), interpreted=False, pdl=arch >= 90
-    )
+    _, args, constexprs, options = kernel_arguments(tensors, layout, stand_in(layout.dtype), interpreted=False)
     fn = K.dequantize_4bit_kernel
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)

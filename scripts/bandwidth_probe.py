@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 
 import torch
 
 import nf4kernel
 from nf4kernel import kernel as K
-from nf4kernel import launch_cache
 from nf4kernel.harness import sweep, workload
 from nf4kernel.quant_state import read
 
@@ -41,7 +39,7 @@ def main(argv=None) -> int:
     warps, iters, vectors = ((2, 4), (1, 2), (1, 4)) if args.quick else ((2, 4, 8), (1, 2), (1, 2, 4))
     results = []
     for nw, it, vec, evict in itertools.product(warps, iters, vectors, ("", "evict_first")):
-        launch = sweep.run_variant(tensors, layout, out, nw, it, evict, vec, pdl=False)
+        launch = sweep.run_variant(tensors, layout, out, nw, it, evict, vec)
         out.fill_(float("nan"))
         launch()
         if not torch.equal(out, expected):
@@ -56,25 +54,15 @@ def main(argv=None) -> int:
     default = [r for r in results if r[1:] == (tile.num_warps, tile.iters, tile.vector, tile.evict)]
     for seconds, *_ in default:
         report(f"default tile {tile}", seconds)
-    # Back to back from the host: the launch gap between kernels counts. With and without programmatic
-    # dependent launch (PDL), interleaved, twice.
+    # Back to back from the host: the launch gap between kernels counts. (Programmatic dependent
+    # launch, tried to close that gap, made it 1.8x slower: issue10/pdl-bandwidth-probe-h200.txt.)
     best = results[0][1:]
     for _ in range(2):
-        for pdl in (False, True):
-            for label, (nw, it, vec, evict) in (("default tile", tile_of(tile)), ("fastest tile", best)):
-                launch = sweep.run_variant(tensors, layout, out, nw, it, evict, vec, pdl=pdl)
-                launch()
-                report(f"{label}, launches back to back, PDL {pdl}", workload.event_time(launch, repeats=200))
-            os.environ[K.PDL_ENV] = "1" if pdl else "0"
-            K.uses_pdl.cache_clear()
-            launch_cache._PLANS.clear()
-            nf4kernel.dequantize(layer)
-            report(
-                f"dequantize(layer) back to back, PDL {pdl}",
-                workload.event_time(lambda: nf4kernel.dequantize(layer), 200),
-            )
-    os.environ.pop(K.PDL_ENV)
-    K.uses_pdl.cache_clear()
+        for label, (nw, it, vec, evict) in (("default tile", tile_of(tile)), ("fastest tile", best)):
+            launch = sweep.run_variant(tensors, layout, out, nw, it, evict, vec)
+            launch()
+            report(f"{label}, launches back to back", workload.event_time(launch, repeats=200))
+        report("dequantize(layer) back to back", workload.event_time(lambda: nf4kernel.dequantize(layer), 200))
     copy = workload.event_time(lambda: out.copy_(expected), repeats=200)
     share = 100 * 2 * out.nbytes / copy / copy_bw
     print(f"  {'copy of the output (out.copy_), for scale':44s} {copy * 1e6:8.2f} us  {share:5.1f}% of copy")

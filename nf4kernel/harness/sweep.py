@@ -27,9 +27,9 @@ VECTORS = (1, 2, 4)
 GRAPH_LAUNCHES = 20
 
 
-def run_variant(tensors, layout, out, num_warps, iters, evict, vector=1, pdl=None):
+def run_variant(tensors, layout, out, num_warps, iters, evict, vector=1):
     grid, args, constexprs, options = launch_cache.kernel_arguments(
-        tensors, layout, out, False, pdl, num_warps=num_warps, iters=iters, evict=evict, vector=vector
+        tensors, layout, out, False, num_warps=num_warps, iters=iters, evict=evict, vector=vector
     )
     return lambda: K.dequantize_4bit_kernel[grid](*args, **constexprs, **options)
 
