@@ -51,9 +51,9 @@ for step in "$@"; do
       tail -n 25 "$OUT/gate-runs.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     host-cost)
-      # The planned call's host cost now and before issue 9, interleaved, twice. "Before" is the package
-      # at c0dfe69, unpacked beside the tree first (untracked, so it travels with it):
-      #   mkdir -p .before && git archive c0dfe69 nf4kernel | tar -x -C .before
+      # The planned call's host cost now and before a change, interleaved, twice. "Before" is a package
+      # unpacked beside the tree first (untracked, so it travels with it; c0dfe69 for issue 9,
+      # f6e11ea for issue 10):   mkdir -p .before && git archive f6e11ea nf4kernel | tar -x -C .before
       [ -d .before/nf4kernel ] || echo "no .before/nf4kernel: measuring this tree only"
       for round in 1 2; do
         for tree in .before .; do
