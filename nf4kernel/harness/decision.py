@@ -136,19 +136,19 @@ def check_timings(record: dict, names: Sequence[str] = ("nf4kernel", "unsloth"),
     seconds = record.get("seconds") if isinstance(record, dict) else None
     if not isinstance(seconds, dict):
         raise ValueError(f"{what} has no timings ('seconds')")
-    counts = set()
+    rounds_per_name, shapes_per_round = set(), set()
     for name in names:
         rounds = seconds.get(name)
         if not isinstance(rounds, list) or not rounds:
             raise ValueError(f"{what} has no rounds timed for {name!r}")
+        rounds_per_name.add(len(rounds))
         for i, shapes in enumerate(rounds):
             ok = isinstance(shapes, list) and shapes
             ok = ok and all(isinstance(s, int | float) and math.isfinite(s) and s > 0 for s in shapes)
             if not ok:
                 raise ValueError(f"{what}: round {i + 1} of {name!r} is not a list of positive seconds: {shapes!r}")
-            counts.add(len(shapes))
-        counts.add(("rounds", len(rounds)))
-    if len(counts) > 2:
+            shapes_per_round.add(len(shapes))
+    if len(rounds_per_name) > 1 or len(shapes_per_round) > 1:
         raise ValueError(f"{what}: {', '.join(names)} differ in their number of rounds or shapes")
 
 
