@@ -189,9 +189,7 @@ def compare(record: dict, base: dict, max_drop: float = DEFAULT_MAX_DROP) -> dic
         why = (base.get("verdict") or {}).get("reasons") or ["it has no timings"]
         return {"skipped": f"the base's record timed nothing ({'; '.join(why)})"}
     check_timings(base, what="the base's record")
-    ours_device, base_device = record["environment"].get("device"), base.get("environment", {}).get("device")
-    if ours_device != base_device:
-        raise ValueError(f"the base was measured on {base_device}, this run on {ours_device}: not comparable")
+    check_same_gpu(record["environment"], base)
     ours, theirs = round_ratios(record), round_ratios(base)
     ratio = statistics.median(ours) / statistics.median(theirs)
     low, high = ratio_interval(ours, theirs)
@@ -204,6 +202,15 @@ def compare(record: dict, base: dict, max_drop: float = DEFAULT_MAX_DROP) -> dic
         "base_median": statistics.median(theirs),
         "base_rounds": len(theirs),
     }
+
+
+def check_same_gpu(environment: dict, base: dict) -> None:
+    """ValueError unless the base was measured on the same kind of GPU as this run."""
+    ours, theirs = environment.get("device"), base.get("environment", {}).get("device")
+    if ours != theirs:
+        raise ValueError(
+            f"the base was measured on {theirs}, this run on {ours}: a relative check needs both on one runner"
+        )
 
 
 def more_rounds_would_help(record: dict, threshold: float, base=None, max_drop=DEFAULT_MAX_DROP) -> bool:

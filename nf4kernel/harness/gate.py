@@ -23,6 +23,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
@@ -130,7 +131,21 @@ def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> N
         log(f"round {index + 1}: {totals}" + (f" (GPU throttled: {', '.join(throttled)})" if throttled else ""))
 
 
-def prepare(record: dict, impls: dict) -> list:
+def time_until_decided(record: dict, add_rounds, threshold: float, base=None, max_drop=decision.DEFAULT_MAX_DROP):
+    """``record["rounds_first"]`` rounds, then ROUNDS_PER_BATCH more at a time while an interval the
+    verdict rests on straddles its limit, up to ``record["max_rounds"]``; ``add_rounds(count)``
+    times them into the record. Leaves the number timed in ``record["rounds"]``."""
+    add_rounds(record["rounds_first"])
+    while (done := len(record["seconds"]["nf4kernel"])) < record["max_rounds"] and decision.more_rounds_would_help(
+        record, threshold, base, max_drop
+    ):
+        more = min(ROUNDS_PER_BATCH, record["max_rounds"] - done)
+        log(f"the 95% interval straddles a limit after {done} rounds: {more} more (at most {record['max_rounds']})")
+        add_rounds(more)
+    record["rounds"] = len(record["seconds"]["nf4kernel"])
+
+
+def prepare(record: dict) -> list:
     """The Challenge A weights, and what the record says about them and the run."""
     from nf4kernel.harness import workload
 
@@ -160,11 +175,8 @@ def measure(
     env = record["environment"]
     if not env["cuda"] or not env.get("unsloth"):
         return record
-    if base is not None and "seconds" in base and base.get("environment", {}).get("device") != env["device"]:
-        raise ValueError(
-            f"the base was measured on {base.get('environment', {}).get('device')}, this run is on "
-            f"{env['device']}: a relative check needs both on the same runner"
-        )
+    if base is not None and "seconds" in base:
+        decision.check_same_gpu(env, base)  # before minutes of timing, not after
     import torch
 
     from nf4kernel.harness import workload
@@ -176,7 +188,7 @@ def measure(
         "bitsandbytes": workload.bitsandbytes_impl(),
     }
     record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
-    mlps = prepare(record, impls)
+    mlps = prepare(record)
     log("checking correctness")
     record["correctness"] = check_correctness(mlps, impls)
     bad = [c for c in record["correctness"] if not c["ok"]]
@@ -186,15 +198,9 @@ def measure(
     device = gpu_state.current_device()
     log(f"timing {rounds} interleaved rounds of {workload.ROUNDS_PER_TIMING} x (up, gate, down) per shape")
     workload.warm_up(impls, mlps)
-    timed_rounds(record, impls, mlps, rounds, device)
-    while (done := len(record["round_states"])) < max_rounds and decision.more_rounds_would_help(
-        record, threshold, base, max_drop
-    ):
-        more = min(ROUNDS_PER_BATCH, max_rounds - done)
-        log(f"the 95% interval straddles a limit after {done} rounds: {more} more (at most {max_rounds})")
-        timed_rounds(record, impls, mlps, more, device)
-    record["rounds"] = len(record["round_states"])
-    del mlps
+    add_rounds = functools.partial(timed_rounds, record, impls, mlps, device=device)
+    time_until_decided(record, add_rounds, threshold, base, max_drop)
+    del add_rounds, mlps  # the weights' GPU memory goes before the classic path's process starts
     torch.cuda.empty_cache()
     if with_classic:
         log("timing Unsloth's classic path in its own process (UNSLOTH_BNB_TRITON=0)")
@@ -216,7 +222,7 @@ def measure_aa(rounds: int) -> dict:
 
     dequantize = workload.nf4kernel_impl()
     impls = {noise.A: dequantize, noise.B: dequantize}
-    mlps = prepare(record, impls)
+    mlps = prepare(record)
     log(f"timing {rounds} A/A rounds (nf4kernel against itself)")
     workload.warm_up(impls, mlps)
     timed_rounds(record, impls, mlps, rounds, gpu_state.current_device())

@@ -76,7 +76,7 @@ def with_states(recorded: dict, throttled: dict | None = None) -> dict:
     copy = json.loads(json.dumps(recorded))
     throttled = throttled or {}
     copy["round_states"] = []
-    for n in range(1, len(copy["seconds"]["nf4kernel"]) + 1):
+    for n in range(1, len(next(iter(copy["seconds"].values()))) + 1):
         after = {**STATE_CAPPED, "throttle_reasons": throttled[n]} if n in throttled else STATE_FULL
         copy["round_states"].append(
             {"state_before": STATE_IDLE, "state_after": after, "throttled": throttled.get(n, [])}
