@@ -13,7 +13,7 @@ import pytest
 import torch
 from recorded import STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
-from nf4kernel.harness import decision, gate, gate_table, gpu_state, workload
+from nf4kernel.harness import decision, gate, gate_table, gpu_state, noise, workload
 
 
 def full_record(ours_s, theirs_s, **kwargs):
@@ -325,3 +325,63 @@ def test_a_base_from_another_gpu_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit):
         replay(tmp_path, committed(2), "--baseline", str(base))
     assert "a relative check needs both on one runner" in capsys.readouterr().err
+
+
+# --- measure() and measure_aa() wired end to end, with the GPU's parts stood in for -------------------
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Everything measure() asks of the GPU, answered from committed run 2 (1.34x, round by round);
+    the GPU's state as NVML gave it, capped in the third round."""
+    timings = committed(2)["seconds"]
+    env = {"cuda": True, "torch": "2.11.0+cu130", "device": "NVIDIA H200", "triton": "3.6.0", "unsloth": "2026.10.9"}
+    env["bitsandbytes"] = "0.50.2"
+    mlp = type("Mlp", (), {"label": "2048x8192 float16", "layers": (1, 2, 3)})
+    snapshots = iter([STATE_IDLE, STATE_FULL, STATE_IDLE, STATE_FULL, STATE_CAPPED] + [STATE_IDLE, STATE_FULL] * 20)
+
+    def one_round(impls, mlps, index, calls=1000):
+        row = index % len(timings["nf4kernel"])
+        return {name: list(timings.get(name, timings["nf4kernel"])[row]) for name in impls}
+
+    monkeypatch.setattr(gate, "environment", lambda with_unsloth=True: dict(env))
+    monkeypatch.setattr(
+        gate, "check_correctness", lambda mlps, impls: [{"shape": "s", "weight": "up", "check": "x", "ok": True}]
+    )
+    monkeypatch.setattr(gpu_state, "current_device", lambda: 0)
+    monkeypatch.setattr(gpu_state, "snapshot", lambda device: next(snapshots))
+    for name in ("nf4kernel_impl", "unsloth_impl", "bitsandbytes_impl"):
+        monkeypatch.setattr(workload, name, lambda: lambda layer: None)
+    monkeypatch.setattr(workload, "copy_bandwidth", lambda: 4.19e12)
+    monkeypatch.setattr(workload, "challenge_a", lambda: [mlp(), mlp(), mlp()])
+    monkeypatch.setattr(workload, "bytes_moved", lambda layer: 4.2e7)
+    monkeypatch.setattr(workload, "warm_up", lambda impls, mlps: None)
+    monkeypatch.setattr(workload, "one_round", one_round)
+
+
+def test_measure_records_rounds_states_and_a_verdict_with_its_interval(stand_ins):
+    measured = gate.measure(5, with_classic=False, max_rounds=15)
+    assert measured["rounds"] == measured["rounds_first"] == 5 and measured["max_rounds"] == 15
+    assert measured["seconds"]["nf4kernel"] == committed(2)["seconds"]["nf4kernel"]
+    assert [s["throttled"] for s in measured["round_states"]] == [[], [], ["sw_power_cap"], [], []]
+    verdict = decision.decide(measured)
+    assert verdict.passed and verdict.throttled_rounds == [3] and verdict.ratio_median == pytest.approx(1.341, abs=1e-3)
+
+
+def test_measure_adds_rounds_while_the_interval_straddles(stand_ins):
+    measured = gate.measure(5, with_classic=False, max_rounds=9, threshold=1.34)  # inside run 2's interval
+    assert measured["rounds"] == 9 and len(measured["round_states"]) == 9
+
+
+def test_measure_refuses_a_base_from_another_gpu_before_timing(stand_ins):
+    other = committed(1)
+    other["environment"]["device"] = "NVIDIA H100 80GB HBM3"
+    with pytest.raises(ValueError, match="needs both on one runner"):
+        gate.measure(5, with_classic=False, base=other)
+
+
+def test_measure_aa_times_one_function_in_two_slots(stand_ins):
+    measured = gate.measure_aa(5)
+    assert measured["mode"] == "aa" and set(measured["seconds"]) == {"A", "B"}
+    assert len(measured["round_states"]) == 5 and [s["label"] for s in measured["shapes"]] == ["2048x8192 float16"] * 3
+    assert noise.report(measured)["whole_round"]["largest_deviation"] == 0  # the stand-in times A and B alike
