@@ -229,7 +229,7 @@ def measure_aa(rounds: int) -> dict:
     return record
 
 
-def parse(argv) -> argparse.Namespace:
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.gate", description=__doc__.splitlines()[0])
     default_threshold = float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD))
     parser.add_argument(
@@ -261,6 +261,12 @@ def parse(argv) -> argparse.Namespace:
         default=decision.DEFAULT_MAX_DROP,
         help="the largest allowed drop of the speed-up from the base's, as a fraction (%(default)s)",
     )
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """The arguments, checked against each other; a bad combination ends here (exit 2), before
+    anything is measured."""
     args = parser.parse_args(argv)
     if args.rounds is None:
         args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
@@ -274,7 +280,6 @@ def parse(argv) -> argparse.Namespace:
         parser.error(f"--max-drop is a fraction in [0, 1), not {args.max_drop}")
     if args.aa and (args.baseline or args.replay):
         parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
-    args.error = parser.error
     return args
 
 
@@ -326,7 +331,8 @@ def report_aa(args, record: dict) -> int:
 
 
 def main(argv=None) -> int:
-    args = parse(argv)
+    parser = command_line()
+    args = parse(parser, argv)
     try:
         base = read_baseline(args.baseline) if args.baseline else None
         if args.aa:
@@ -339,7 +345,7 @@ def main(argv=None) -> int:
             record = measure(args.rounds, not args.no_classic, args.max_rounds, args.threshold, base, args.max_drop)
         verdict = decision.decide(record, args.threshold, base, args.max_drop)
     except ValueError as error:  # a malformed record or baseline, a base from another GPU
-        args.error(str(error))
+        parser.error(str(error))
     record["threshold"] = args.threshold
     record["verdict"] = verdict.as_dict()
     if args.baseline:

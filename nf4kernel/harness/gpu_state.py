@@ -309,7 +309,7 @@ def nvml_versions(pynvml) -> dict:
     pynvml.nvmlInit()
     try:
         driver = pynvml.nvmlSystemGetDriverVersion()
-        cuda = _or_none(pynvml.nvmlSystemGetCudaDriverVersion)  # 13000 -> "13.0"
+        cuda = _or_none(lambda: pynvml.nvmlSystemGetCudaDriverVersion())  # 13000 -> "13.0"; absent in old bindings
     finally:
         pynvml.nvmlShutdown()
     driver = driver.decode() if isinstance(driver, bytes) else driver
