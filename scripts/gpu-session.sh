@@ -2,6 +2,7 @@
 # One device-machine session: unpack the offline bundle (bitsandbytes, unsloth, nox, asv for the
 # GPU image's Python 3.12), then run the steps named on the command line, logs under $OUT.
 #   bash scripts/gpu-session.sh env tests sweep perf gate host-cost
+#   bash scripts/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
 #   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
@@ -49,6 +50,27 @@ for step in "$@"; do
         cat "/tmp/gate-$i.log" >> "$OUT/gate-runs.log"
       done
       tail -n 25 "$OUT/gate-runs.log" ;;
+    gate10)
+      # Ten gate runs in a row (no classic path: it is not part of the verdict), each record kept:
+      # the spread of medians, intervals and added rounds on one machine, with exit codes and wall
+      # times. First, what NVML and nvidia-smi answer here (recorded strings for the parser's tests).
+      {
+        python3 -c "import pynvml; print('pynvml', pynvml.__file__)" 2>&1 | tail -n 1
+        q=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,enforced.power.limit,clocks_event_reasons.active
+        nvidia-smi --query-gpu=$q --format=csv,noheader,nounits; echo "nvidia-smi exit $?"
+      } > "$OUT/gpu-state-probe.txt" 2>&1
+      for i in 1 2 3 4 5 6 7 8 9 10; do
+        start=$SECONDS
+        python3 -m nf4kernel.harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        echo "gate run $i exit $? in $((SECONDS - start)) s" | tee -a "$OUT/gate10.log"
+      done
+      # The relative check between runs of one commit, replayed (no GPU time): every one must pass.
+      for i in 2 3 4 5 6 7 8 9 10; do
+        python3 -m nf4kernel.harness.gate --replay "$OUT/gate-$i.json" --baseline "$OUT/gate-1.json" > /dev/null 2>&1
+        echo "run $i against run 1 as the base: exit $?" | tee -a "$OUT/gate10.log"
+      done
+      grep -h "^nf4kernel vs Unsloth\|^none of\|rounds were taken\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 40 ;;
+    aa) timed python3 -m nf4kernel.harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     host-cost)
       # The planned call's host cost now and before a change, interleaved, twice. "Before" is a package

@@ -1,41 +1,56 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
-    python -m nf4kernel.harness.gate [--threshold 1.15] [--rounds 5] [--json gate.json] [--summary summary.md]
+    python -m nf4kernel.harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
+                                     [--summary summary.md] [--baseline base-gate.json [--max-drop 0.10]]
     python -m nf4kernel.harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
+    python -m nf4kernel.harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
 
 1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and
    ``F.linear(X, W)`` through it equals the ``Linear4bit`` module's own forward.
 2. Timing: interleaved rounds in this process (nf4kernel, Unsloth, bitsandbytes), 1000 x (up, gate,
-   down) per shape, ``torch.cuda.synchronize()`` after every call; Unsloth's classic path
-   (``UNSLOTH_BNB_TRITON=0``) in a process of its own.
-3. The verdict (``decision.py``): exit 0 pass, 1 too slow, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth.
+   down) per shape, ``torch.cuda.synchronize()`` after every call, the GPU's state (clocks,
+   throttle reasons, temperature, power) read before and after each round. ``--rounds`` first; while
+   the 95% interval of the speed-up straddles the threshold, 2 more at a time up to ``--max-rounds``.
+   Unsloth's classic path (``UNSLOTH_BNB_TRITON=0``) in a process of its own.
+3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold, or with
+   ``--baseline`` a drop from the base commit's speed-up larger than ``--max-drop`` with confidence),
+   2 bad arguments or input, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth.
+
+``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
+(``noise.py``): exit 0 when measured, 4 without a GPU.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
 
-from nf4kernel.harness import decision
+from nf4kernel.harness import decision, gpu_state, noise
+from nf4kernel.harness.gate_table import markdown, table
 
-IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
+ROUNDS_PER_BATCH = 2  # rounds added at a time while the interval straddles the threshold
+AA_ROUNDS = 15  # --aa's default: a noise floor from 5 rounds would itself be noise
 
 
 def log(message: str) -> None:
     print(f"[gate] {message}", flush=True)
 
 
-def environment() -> dict:
+def environment(with_unsloth: bool = True) -> dict:
+    """What ran here: CUDA or why not, the device, the versions (gpu_state.versions) and whether
+    Unsloth imports (``with_unsloth``: its import takes 30 s; the A/A check doesn't need it)."""
+    versions = gpu_state.versions()
     try:
         import torch
     except ImportError as error:
-        return {"cuda": False, "torch": None, "cuda_error": f"torch is not importable ({error})"}
+        return {"cuda": False, "torch": None, "cuda_error": f"torch is not importable ({error})", "versions": versions}
 
-    env = {"cuda": torch.cuda.is_available(), "torch": torch.__version__}
+    env = {"cuda": torch.cuda.is_available(), "torch": torch.__version__, "versions": versions}
     if not env["cuda"]:
         env["cuda_error"] = f"torch {torch.__version__} sees no CUDA GPU"
         return env
@@ -45,6 +60,8 @@ def environment() -> dict:
     from nf4kernel.harness import workload
 
     env.update(device=workload.device_name(), triton=triton.__version__, bitsandbytes=bitsandbytes.__version__)
+    if not with_unsloth:
+        return env
     try:
         workload.unsloth_impl()
         env["unsloth"] = workload.unsloth_version()
@@ -93,12 +110,73 @@ def run_classic(rounds: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def measure(rounds: int, with_classic: bool) -> dict:
+def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> None:
+    """Adds ``count`` interleaved rounds to ``record["seconds"]``, and the GPU's state before and
+    after each to ``record["round_states"]``, carrying on the alternation of the rounds before."""
+    from nf4kernel.harness import workload
+
+    seconds = record.setdefault("seconds", {name: [] for name in impls})
+    states = record.setdefault("round_states", [])
+    for _ in range(count):
+        index = len(states)
+        before = gpu_state.snapshot(device)
+        times = workload.one_round(impls, mlps, index)
+        after = gpu_state.snapshot(device)
+        # Either end counts: a cap seen only before the round was probably on for part of it.
+        throttled = sorted(set(gpu_state.is_throttled(before)) | set(gpu_state.is_throttled(after)))
+        states.append({"state_before": before, "state_after": after, "throttled": throttled})
+        for name, shape_seconds in times.items():
+            seconds[name].append(shape_seconds)
+        totals = ", ".join(f"{name} {sum(times[name]):.3f} s" for name in impls)
+        log(f"round {index + 1}: {totals}" + (f" (GPU throttled: {', '.join(throttled)})" if throttled else ""))
+
+
+def time_until_decided(record: dict, add_rounds, threshold: float, base=None, max_drop=decision.DEFAULT_MAX_DROP):
+    """``record["rounds_first"]`` rounds, then ROUNDS_PER_BATCH more at a time while an interval the
+    verdict rests on straddles its limit, up to ``record["max_rounds"]``; ``add_rounds(count)``
+    times them into the record. Leaves the number timed in ``record["rounds"]``."""
+    add_rounds(record["rounds_first"])
+    while (done := len(record["seconds"]["nf4kernel"])) < record["max_rounds"] and decision.more_rounds_would_help(
+        record, threshold, base, max_drop
+    ):
+        more = min(ROUNDS_PER_BATCH, record["max_rounds"] - done)
+        log(f"the 95% interval straddles a limit after {done} rounds: {more} more (at most {record['max_rounds']})")
+        add_rounds(more)
+    record["rounds"] = len(record["seconds"]["nf4kernel"])
+
+
+def prepare(record: dict) -> list:
+    """The Challenge A weights, and what the record says about them and the run."""
+    from nf4kernel.harness import workload
+
+    record["calls_per_timing"] = workload.ROUNDS_PER_TIMING
+    log("building the Challenge A weights")
+    mlps = workload.challenge_a()
+    record["shapes"] = [
+        {"label": mlp.label, "bytes_per_call": statistics.mean(workload.bytes_moved(layer) for layer in mlp.layers)}
+        for mlp in mlps
+    ]
+    return mlps
+
+
+def measure(
+    rounds: int,
+    with_classic: bool,
+    max_rounds: int | None = None,
+    threshold: float = decision.DEFAULT_THRESHOLD,
+    base: dict | None = None,
+    max_drop: float = decision.DEFAULT_MAX_DROP,
+) -> dict:
+    """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
+    ``max_rounds``) while an interval the verdict rests on straddles its limit."""
+    max_rounds = max(rounds, max_rounds or rounds)
     record = {"command": " ".join(["python -m nf4kernel.harness.gate", *sys.argv[1:]]), "environment": environment()}
-    record["rounds"] = rounds
+    record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds)
     env = record["environment"]
     if not env["cuda"] or not env.get("unsloth"):
         return record
+    if base is not None and "seconds" in base:
+        decision.check_same_gpu(env, base)  # before minutes of timing, not after
     import torch
 
     from nf4kernel.harness import workload
@@ -109,23 +187,20 @@ def measure(rounds: int, with_classic: bool) -> dict:
         "unsloth": workload.unsloth_impl(),
         "bitsandbytes": workload.bitsandbytes_impl(),
     }
-    record["calls_per_timing"] = workload.ROUNDS_PER_TIMING
     record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
-    log("building the Challenge A weights")
-    mlps = workload.challenge_a()
-    record["shapes"] = [
-        {"label": mlp.label, "bytes_per_call": statistics.mean(workload.bytes_moved(layer) for layer in mlp.layers)}
-        for mlp in mlps
-    ]
+    mlps = prepare(record)
     log("checking correctness")
     record["correctness"] = check_correctness(mlps, impls)
     bad = [c for c in record["correctness"] if not c["ok"]]
     log(f"{len(record['correctness']) - len(bad)}/{len(record['correctness'])} checks exact")
     if bad:
         return record
+    device = gpu_state.current_device()
     log(f"timing {rounds} interleaved rounds of {workload.ROUNDS_PER_TIMING} x (up, gate, down) per shape")
-    record["seconds"] = workload.interleaved_rounds(impls, mlps, rounds, progress=log)
-    del mlps
+    workload.warm_up(impls, mlps)
+    add_rounds = functools.partial(timed_rounds, record, impls, mlps, device=device)
+    time_until_decided(record, add_rounds, threshold, base, max_drop)
+    del add_rounds, mlps  # the weights' GPU memory goes before the classic path's process starts
     torch.cuda.empty_cache()
     if with_classic:
         log("timing Unsloth's classic path in its own process (UNSLOTH_BNB_TRITON=0)")
@@ -133,116 +208,150 @@ def measure(rounds: int, with_classic: bool) -> dict:
     return record
 
 
-def per_call_us(record: dict, name: str, shape: int) -> float:
-    return decision.per_call_us(record["seconds"][name], shape, record["calls_per_timing"])
+def measure_aa(rounds: int) -> dict:
+    """nf4kernel against itself: the same function in slots A and B, interleaved like the gate's."""
+    record = {
+        "mode": noise.MODE,
+        "command": " ".join(["python -m nf4kernel.harness.gate", *sys.argv[1:]]),
+        "environment": environment(with_unsloth=False),
+        "rounds": rounds,
+    }
+    if not record["environment"]["cuda"]:
+        return record
+    from nf4kernel.harness import workload
+
+    dequantize = workload.nf4kernel_impl()
+    impls = {noise.A: dequantize, noise.B: dequantize}
+    mlps = prepare(record)
+    log(f"timing {rounds} A/A rounds (nf4kernel against itself)")
+    workload.warm_up(impls, mlps)
+    timed_rounds(record, impls, mlps, rounds, gpu_state.current_device())
+    return record
 
 
-def _row(shape: dict, name: str, us: float, copy: float) -> str:
-    gbs = shape["bytes_per_call"] / us / 1e3
-    return f"| {shape['label']:22s} | {name:16s} | {us:8.1f} | {gbs:6.0f} | {100 * gbs * 1e9 / copy:6.1f} |"
-
-
-def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
-    """What a person reads: per shape and implementation, microseconds per call (median round), the
-    achieved bandwidth and its share of this run's device copy, then the ratio and the verdict."""
-    lines = []
-    env = record["environment"]
-    if "seconds" in record:
-        copy = env["copy_bytes_per_s"]
-        rounds = record["rounds"]
-        lines += [
-            f"Challenge A on {env['device']} (copy {copy / 1e9:.0f} GB/s), {rounds} interleaved rounds, median round:",
-            "",
-            f"| {'shape':22s} | {'implementation':16s} | {'us/call':>8s} | {'GB/s':>6s} | {'% copy':>6s} |",
-            f"|{'-' * 24}|{'-' * 18}|{'-' * 10}|{'-' * 8}|{'-' * 8}|",
-        ]
-        classic = record.get("classic", {})
-        for i, shape in enumerate(record["shapes"]):
-            for name in IMPLEMENTATIONS:
-                lines.append(_row(shape, name, per_call_us(record, name, i), copy))
-            if "seconds" in classic:
-                lines.append(_row(shape, "unsloth classic*", per_call_us(classic, "unsloth_classic", i), copy))
-        lines.append("")
-        if "seconds" in classic:
-            ratio = statistics.median(decision.round_ratios(classic, baseline="unsloth_classic"))
-            lines.append(f"* own process (UNSLOTH_BNB_TRITON=0), where nf4kernel was {ratio:.2f}x as fast")
-        elif classic:
-            lines.append(f"Unsloth's classic path was not measured: {classic.get('error')}")
-    if verdict.ratio_median is not None:
-        lines.append(
-            f"nf4kernel vs Unsloth: median {verdict.ratio_median:.3f}x (min {verdict.ratio_min:.3f}x, "
-            f"max {verdict.ratio_max:.3f}x) over {len(record['seconds']['nf4kernel'])} rounds; "
-            f"threshold {threshold:.2f}x"
-        )
-    checks = record.get("correctness", [])
-    if checks:
-        exact = sum(c.get("exact", c["ok"]) for c in checks)
-        lines.append(
-            f"correctness: {sum(c['ok'] for c in checks)}/{len(checks)} checks pass, {exact} of them bit-exact"
-        )
-    lines.append(("PASS" if verdict.passed else "FAIL") + "".join(f": {r}" for r in verdict.reasons))
-    return "\n".join(lines)
-
-
-def chart(record: dict, threshold: float) -> str:
-    """A Mermaid bar chart (GitHub renders it in a job summary): the speed-up per shape, the
-    threshold as a line."""
-    labels = ", ".join(f'"{shape["label"]}"' for shape in record["shapes"])
-    ratios = decision.shape_ratios(record)
-    top = max([*ratios, threshold]) * 1.25
-    return "\n".join(
-        [
-            "```mermaid",
-            "xychart-beta",
-            '    title "nf4kernel speed-up over Unsloth fast_dequantize, per shape (median round)"',
-            f"    x-axis [{labels}]",
-            f'    y-axis "speed-up (x)" 0 --> {top:.2f}',
-            f"    bar [{', '.join(f'{r:.3f}' for r in ratios)}]",
-            f"    line [{', '.join(f'{threshold:.3f}' for _ in ratios)}]",
-            "```",
-        ]
-    )
-
-
-def markdown(record: dict, verdict: decision.Verdict, threshold: float, text: str) -> str:
-    """The job summary: the table as printed (a Markdown table), the chart, the verdict in bold."""
-    *body, verdict_line = text.rsplit("\n", 1)
-    parts = ["### nf4kernel speed gate", *body]
-    if "seconds" in record and record.get("shapes"):
-        parts.append(chart(record, threshold))
-    parts.append(f"**{verdict_line}**")
-    return "\n\n".join(parts) + "\n"
-
-
-def main(argv=None) -> int:
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.gate", description=__doc__.splitlines()[0])
     default_threshold = float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD))
     parser.add_argument(
         "--threshold", type=float, default=default_threshold, help="minimum median speed-up over Unsloth (%(default)s)"
     )
-    parser.add_argument("--rounds", type=int, default=decision.MIN_ROUNDS, help="interleaved rounds (at least 5)")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help=f"interleaved rounds first (at least {decision.MIN_ROUNDS}; default "
+        f"{decision.MIN_ROUNDS}, with --aa {AA_ROUNDS})",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=decision.DEFAULT_MAX_ROUNDS,
+        help="at most this many rounds while the interval straddles the threshold (%(default)s)",
+    )
     parser.add_argument("--json", help="write the record and the verdict here")
     parser.add_argument("--summary", help="append the table as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
     parser.add_argument("--replay", help="decide on a recorded JSON instead of measuring")
     parser.add_argument("--no-classic", action="store_true", help="skip Unsloth's classic path")
-    args = parser.parse_args(argv)
+    parser.add_argument("--aa", action="store_true", help="time nf4kernel against itself: the noise floor")
+    parser.add_argument(
+        "--baseline", help="the base commit's gate JSON from this runner: fail a drop beyond --max-drop"
+    )
+    parser.add_argument(
+        "--max-drop",
+        type=float,
+        default=decision.DEFAULT_MAX_DROP,
+        help="the largest allowed drop of the speed-up from the base's, as a fraction (%(default)s)",
+    )
+    return parser
 
-    if args.replay:
-        with open(args.replay) as f:
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """The arguments, checked against each other; a bad combination ends here (exit 2), before
+    anything is measured."""
+    args = parser.parse_args(argv)
+    if args.rounds is None:
+        args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
+    if args.rounds < decision.MIN_ROUNDS:
+        parser.error(
+            f"--rounds must be at least {decision.MIN_ROUNDS} (a median and its interval need them), not {args.rounds}"
+        )
+    if args.max_rounds < args.rounds:
+        parser.error(f"--max-rounds ({args.max_rounds}) is below --rounds ({args.rounds})")
+    if not 0 <= args.max_drop < 1:
+        parser.error(f"--max-drop is a fraction in [0, 1), not {args.max_drop}")
+    if args.aa and (args.baseline or args.replay):
+        parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
+    return args
+
+
+def read_record(path: str, what: str) -> dict:
+    """A gate or A/A record from JSON; ValueError naming the problem when it is none."""
+    try:
+        with open(path) as f:
             record = json.load(f)
-    else:
-        record = measure(args.rounds, with_classic=not args.no_classic)
-    verdict = decision.decide(record, args.threshold)
-    record["threshold"] = args.threshold
-    record["verdict"] = verdict.as_dict()
-    text = table(record, verdict, args.threshold)
+    except OSError as error:
+        raise ValueError(f"{what} {path}: {error.strerror or error}") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{what} {path} is not JSON: {error}") from None
+    if not isinstance(record, dict) or not isinstance(record.get("environment"), dict):
+        raise ValueError(f"{what} {path} is not a gate record (no 'environment')")
+    return record
+
+
+def read_baseline(path: str) -> dict:
+    base = read_record(path, "--baseline")
+    if base.get("mode") == noise.MODE:
+        raise ValueError(f"--baseline {path} is an A/A record, not a gate record")
+    if "seconds" in base:
+        decision.check_timings(base, what=f"--baseline {path}")
+    return base
+
+
+def write(args, record: dict, text: str, summary: str) -> None:
     print(text, flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
     if args.summary:
         with open(args.summary, "a") as f:
-            f.write(markdown(record, verdict, args.threshold, text))
+            f.write(summary)
+
+
+def report_aa(args, record: dict) -> int:
+    env = record["environment"]
+    if not env.get("cuda"):
+        why = env.get("cuda_error", "no CUDA GPU here")
+        text = f"A/A noise check: {why}: nothing was measured"
+        write(args, record, text, noise.markdown(text))
+        return decision.EXIT_NO_GPU
+    found = noise.report(record)
+    record["noise"] = found
+    text = noise.text(record, found, args.threshold)
+    write(args, record, text, noise.markdown(text))
+    return decision.EXIT_PASS
+
+
+def main(argv=None) -> int:
+    parser = command_line()
+    args = parse(parser, argv)
+    try:
+        base = read_baseline(args.baseline) if args.baseline else None
+        if args.aa:
+            return report_aa(args, measure_aa(args.rounds))
+        if args.replay:
+            record = read_record(args.replay, "--replay")
+            if record.get("mode") == noise.MODE:
+                return report_aa(args, record)
+        else:
+            record = measure(args.rounds, not args.no_classic, args.max_rounds, args.threshold, base, args.max_drop)
+        verdict = decision.decide(record, args.threshold, base, args.max_drop)
+    except ValueError as error:  # a malformed record or baseline, a base from another GPU
+        parser.error(str(error))
+    record["threshold"] = args.threshold
+    record["verdict"] = verdict.as_dict()
+    if args.baseline:
+        record["baseline"] = {"path": args.baseline, "max_drop": args.max_drop}
+    text = table(record, verdict, args.threshold)
+    write(args, record, text, markdown(record, verdict, args.threshold, text))
     return verdict.exit_code
 
 

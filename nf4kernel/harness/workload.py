@@ -152,17 +152,31 @@ def device_name() -> str:
 
 
 def interleaved_rounds(impls: dict, mlps: list, rounds: int, calls: int = ROUNDS_PER_TIMING, progress=None) -> dict:
-    """times[name][round][mlp] in seconds. Each round runs every implementation over the whole
-    workload, the order reversed every other round so drift (clocks, heat) hits both alike."""
-    times = {name: [[0.0] * len(mlps) for _ in range(rounds)] for name in impls}
-    for fn in impls.values():  # warm up (compile, plan) outside the timed rounds, as the puzzle does
-        for mlp in mlps:
-            time_mlp(fn, mlp, 2)
+    """times[name][round][mlp] in seconds: warm_up, then ``rounds`` x one_round."""
+    times = {name: [] for name in impls}
+    warm_up(impls, mlps)
     for r in range(rounds):
-        order = list(impls) if r % 2 == 0 else list(reversed(impls))
-        for name in order:
-            for i, mlp in enumerate(mlps):
-                times[name][r][i] = time_mlp(impls[name], mlp, calls)
+        for name, seconds in one_round(impls, mlps, r, calls).items():
+            times[name].append(seconds)
         if progress is not None:
             progress(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {sum(times[n][r]):.3f} s" for n in impls))
+    return times
+
+
+def warm_up(impls: dict, mlps: list) -> None:
+    """Compile and plan outside the timed rounds, as the puzzle does."""
+    for fn in impls.values():
+        for mlp in mlps:
+            time_mlp(fn, mlp, 2)
+
+
+def one_round(impls: dict, mlps: list, index: int, calls: int = ROUNDS_PER_TIMING) -> dict:
+    """{name: [seconds per mlp]} for round ``index``: every implementation over the whole workload,
+    the order reversed every other round so drift (clocks, heat) hits both alike. A caller that adds
+    rounds later passes the next index, so the alternation carries on."""
+    order = list(impls) if index % 2 == 0 else list(reversed(impls))
+    times = {name: [0.0] * len(mlps) for name in impls}
+    for name in order:
+        for i, mlp in enumerate(mlps):
+            times[name][i] = time_mlp(impls[name], mlp, calls)
     return times

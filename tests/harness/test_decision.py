@@ -1,9 +1,13 @@
-"""The gate's decision on recorded timings: it fails what it must and passes what it should."""
+"""The gate's decision on recorded timings: it fails what it must and passes what it should, states
+its confidence, names throttled rounds, and catches a drop from the base commit's speed-up."""
 
 from __future__ import annotations
 
+import random
+import statistics
+
 import pytest
-from recorded import record
+from recorded import COMMITTED_RUNS, committed, record, scaled, with_states
 
 from nf4kernel.harness import decision
 
@@ -73,3 +77,195 @@ def test_exit_codes_are_distinct_and_only_pass_is_zero():
         decision.EXIT_NO_UNSLOTH,
     ]
     assert len(set(codes)) == len(codes) and codes.count(0) == 1 and decision.EXIT_PASS == 0
+
+
+# --- The bootstrap interval ---------------------------------------------------------------------
+
+
+def test_the_interval_is_deterministic_and_holds_the_median():
+    ratios = [1.423, 1.406, 1.441, 1.425, 1.427]  # run 1's round ratios
+    low, high = decision.bootstrap_interval(ratios)
+    assert (low, high) == decision.bootstrap_interval(ratios)  # a fixed seed: a replay decides alike
+    assert min(ratios) <= low <= statistics.median(ratios) <= high <= max(ratios)
+    assert decision.bootstrap_interval([1.3] * 7) == (1.3, 1.3)
+
+
+def test_the_interval_narrows_with_more_rounds_and_widens_with_the_level():
+    rng = random.Random(4)
+    few = [rng.lognormvariate(0.25, 0.05) for _ in range(5)]
+    many = few + [rng.lognormvariate(0.25, 0.05) for _ in range(40)]
+    width = lambda interval: interval[1] - interval[0]  # noqa: E731
+    assert width(decision.bootstrap_interval(many)) < width(decision.bootstrap_interval(few))
+    assert width(decision.bootstrap_interval(many, level=0.99)) >= width(decision.bootstrap_interval(many, level=0.8))
+
+
+def test_the_interval_covers_the_true_median_about_as_often_as_it_says():
+    # 300 runs of 15 rounds with 5% noise around a true ratio of 1.3: a 95% interval that missed far
+    # more than 5% of the time (or cut the wrong tails) would not be an interval of the median.
+    rng = random.Random(0)
+    covered = 0
+    for seed in range(300):
+        rounds = [1.3 * rng.lognormvariate(0, 0.05) for _ in range(15)]
+        low, high = decision.bootstrap_interval(rounds, resamples=1000, seed=seed)
+        covered += low <= 1.3 <= high
+    assert 0.88 <= covered / 300 <= 0.995
+
+
+@pytest.mark.parametrize(
+    "samples,kwargs,problem",
+    [
+        ([], {}, "at least one value"),
+        ([1.2, float("nan")], {}, "finite numbers"),
+        ([1.2, "1.3"], {}, "finite numbers"),
+        ([1.2, 1.3], {"level": 1.0}, "between 0 and 1"),
+        ([1.2, 1.3], {"size": 0}, "at least one value"),
+    ],
+)
+def test_a_bootstrap_of_nothing_or_of_junk_is_refused_by_name(samples, kwargs, problem):
+    with pytest.raises(ValueError, match=problem):
+        decision.bootstrap_interval(samples, **kwargs)
+
+
+@pytest.mark.parametrize(
+    "interval,threshold,straddles",
+    [((1.1, 1.2), 1.15, True), ((1.15, 1.2), 1.15, False), ((1.16, 1.2), 1.15, False), ((1.1, 1.15), 1.15, True)],
+)
+def test_what_straddles_the_threshold(interval, threshold, straddles):
+    # The median passes at >= threshold: an interval starting at the threshold is a sure pass, one
+    # ending there is not a sure fail.
+    assert decision.straddles(interval, threshold) is straddles
+
+
+# --- The verdict on the committed H200 runs and records derived from them ---------------------------
+
+
+@pytest.mark.parametrize("run", COMMITTED_RUNS)
+def test_every_committed_run_replays_with_an_interval_that_clears_the_threshold(run):
+    verdict = decision.decide(committed(run))
+    assert verdict.passed and verdict.rounds == 5 and verdict.notes == [] and verdict.throttled_rounds == []
+    assert 1.15 < verdict.ci_low <= verdict.ratio_median <= verdict.ci_high
+    assert verdict.line() == "PASS"
+
+
+def test_a_straddling_interval_is_said_and_the_median_still_decides():
+    near = record(ours_s=0.30, theirs_s=0.345, noise=0.05, seed=2)  # true 1.15x, 5% noise
+    verdict = decision.decide(near)
+    assert verdict.ci_low < 1.15 <= verdict.ci_high
+    assert verdict.passed == (verdict.ratio_median >= 1.15)
+    assert "straddles the threshold: inconclusive at 5 rounds; decided on the median" in verdict.notes[0]
+    near["max_rounds"] = 5
+    assert "inconclusive at the bound of 5 rounds" in decision.decide(near).notes[0]
+    assert decision.more_rounds_would_help(near, 1.15)
+    assert not decision.more_rounds_would_help(committed(1), 1.15)
+
+
+def test_throttled_rounds_count_and_are_named():
+    throttled = with_states(committed(2), {2: ["sw_power_cap"], 4: ["hw_slowdown", "sw_power_cap"]})
+    verdict = decision.decide(throttled)
+    assert verdict.passed and verdict.exit_code == decision.EXIT_PASS
+    assert verdict.ratio_median == decision.decide(committed(2)).ratio_median  # they count
+    assert verdict.throttled_rounds == [2, 4]
+    assert verdict.notes == [
+        "rounds 2, 4 of 5 taken while the GPU throttled (hw_slowdown, sw_power_cap); counted, as both "
+        "implementations ran in each"
+    ]
+    assert verdict.line().startswith("PASS: rounds 2, 4 of 5")
+    assert decision.decide(with_states(committed(2))).notes == []  # states without throttling: nothing said
+
+
+# --- Against the base commit's record --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "factor,fails",
+    [(1.0, False), (1.03, False), (1.12, False), (1.25, True), (2.0, True)],
+    ids=["itself", "3%", "12%: a drop past 10% but not with confidence", "25%", "2x"],
+)
+def test_a_slowdown_against_the_base_is_caught_with_confidence(factor, fails):
+    base = committed(1)
+    # The threshold is set below the scaled speed-up, so only the relative check can fail here.
+    verdict = decision.decide(scaled(base, factor), threshold=0.5, base=base)
+    assert verdict.passed is not fails
+    assert verdict.baseline["ratio"] == pytest.approx(1 / factor)
+    assert verdict.baseline["ci_low"] <= verdict.baseline["ratio"] <= verdict.baseline["ci_high"]
+    if fails:
+        assert verdict.exit_code == decision.EXIT_TOO_SLOW
+        drop = f"{1 - 1 / factor:.1%}"
+        assert f"dropped {drop} from the base's" in verdict.reasons[0]
+        assert "more than the allowed 10%" in verdict.reasons[0]
+
+
+def test_a_25_percent_slowdown_that_still_clears_the_threshold_fails_on_the_base_alone():
+    # run 1 is 1.425x over Unsloth; 25% slower it is 1.14x -- and with Unsloth 10% slower too, 1.25x,
+    # above the threshold: only the comparison with the base catches it.
+    base = committed(1)
+    pr = scaled(scaled(base, 1.25), 1.1, name="unsloth")
+    assert decision.decide(pr).passed
+    verdict = decision.decide(pr, base=base)
+    assert not verdict.passed and len(verdict.reasons) == 1 and "dropped" in verdict.reasons[0]
+
+
+@pytest.mark.parametrize("pr", COMMITTED_RUNS)
+@pytest.mark.parametrize("base", COMMITTED_RUNS)
+def test_runs_of_one_commit_never_fail_against_each_other(pr, base):
+    # Five gate runs of one commit on one H200: their medians are up to 6% apart (run to run drift
+    # the per-run interval does not see), inside the 10% allowed.
+    assert decision.decide(committed(pr), base=committed(base)).passed
+
+
+def test_the_allowed_drop_is_configurable():
+    base = committed(1)
+    assert decision.decide(scaled(base, 1.25), threshold=0.5, base=base, max_drop=0.3).passed
+    assert not decision.decide(scaled(base, 1.03), threshold=0.5, base=base, max_drop=0.0).passed
+    with pytest.raises(ValueError, match="max-drop"):
+        decision.decide(base, base=base, max_drop=1.5)
+
+
+def test_a_base_that_timed_nothing_is_said_not_failed():
+    base = record(0.1, 0.4, ok=False)
+    del base["seconds"]
+    base["verdict"] = {"reasons": ["2048x8192 float16 up: unsloth differs"]}
+    verdict = decision.decide(committed(1), base=base)
+    assert verdict.passed
+    assert verdict.notes == [
+        "no comparison with the base: the base's record timed nothing (2048x8192 float16 up: unsloth differs)"
+    ]
+
+
+def test_a_base_from_another_gpu_is_refused_by_name():
+    base = committed(1)
+    base["environment"]["device"] = "NVIDIA H100 80GB HBM3"
+    with pytest.raises(ValueError, match="base was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200"):
+        decision.decide(committed(2), base=base)
+
+
+def test_the_relative_interval_resamples_both_runs():
+    ours, theirs = [1.0, 1.1, 1.2, 1.3, 1.4], [1.0] * 5
+    low, high = decision.ratio_interval(ours, theirs)
+    assert low < 1.2 < high  # the PR's own spread carries over
+    low, high = decision.ratio_interval(theirs, ours)
+    assert low < 1 / 1.2 < high  # and the base's
+
+
+# --- Records that are not records ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "spoil,problem",
+    [
+        (lambda r: r.pop("seconds"), "has no timings"),
+        (lambda r: r["seconds"].pop("unsloth"), "no rounds timed for 'unsloth'"),
+        (lambda r: r["seconds"]["nf4kernel"].pop(), "differ in their number of rounds or shapes"),
+        (lambda r: r["seconds"]["nf4kernel"][0].pop(), "differ in their number of rounds or shapes"),
+        (
+            lambda r: r["seconds"]["nf4kernel"][2].__setitem__(1, -0.1),
+            "round 3 of 'nf4kernel' is not a list of positive",
+        ),
+        (lambda r: r["seconds"]["unsloth"].__setitem__(0, "fast"), "round 1 of 'unsloth'"),
+    ],
+)
+def test_a_malformed_record_is_refused_by_name(spoil, problem):
+    spoiled = committed(1)
+    spoil(spoiled)
+    with pytest.raises(ValueError, match=problem):
+        decision.decide(spoiled)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from recorded import record
+from recorded import STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
-from nf4kernel.harness import decision, gate
+from nf4kernel.harness import decision, gate, gate_table, gpu_state, noise, workload
 
 
 def full_record(ours_s, theirs_s, **kwargs):
@@ -112,3 +112,276 @@ def test_every_nox_session_says_what_it_does_in_one_line():
     for function in sessions:
         first = ast.get_docstring(function).splitlines()[0]
         assert first.endswith((".", ".``")) and len(first) <= 110, f"{function.name}: {first!r}"
+
+
+# --- The interval, the rounds, the GPU's state in the table ----------------------------------------
+
+
+def replay(tmp_path, recorded: dict, *args: str) -> tuple[int, str]:
+    path = tmp_path / "recorded.json"
+    path.write_text(json.dumps(recorded))
+    return gate.main(["--replay", str(path), *args]), str(path)
+
+
+def test_an_old_record_replays_with_its_interval_and_says_its_states_are_missing(tmp_path, capsys):
+    code, _ = replay(tmp_path, committed(1))
+    assert code == decision.EXIT_PASS
+    text = capsys.readouterr().out
+    assert (
+        "nf4kernel vs Unsloth: median 1.425x, 95% interval 1.406x to 1.441x (min 1.406x, max 1.441x) over 5 rounds;"
+        in text
+    )
+    assert "per round: 1.423x 1.406x 1.441x 1.425x 1.427x" in text
+    assert "the GPU's state was not recorded (a record from before issue 10)" in text
+
+
+def test_throttled_rounds_are_marked_in_the_table_and_named_in_the_verdict(tmp_path, capsys):
+    recorded = with_states(committed(2), {2: ["sw_power_cap"], 5: ["sw_power_cap"]})
+    summary = tmp_path / "summary.md"
+    code, _ = replay(tmp_path, recorded, "--summary", str(summary))
+    assert code == decision.EXIT_PASS
+    text = capsys.readouterr().out
+    assert "per round: 1.337x 1.329x* 1.341x 1.383x 1.383x*" in text
+    assert "2 of 5 rounds were taken while the GPU throttled (sw_power_cap): marked *; they count" in text
+    assert (
+        "GPU after each round (nvml): SM 1755 to 1980 MHz (max 1980 MHz), memory 3201 MHz, 41 °C, 412 to 699 W of 700 W"
+        in text
+    )
+    last = text.strip().splitlines()[-1]
+    assert last.startswith("PASS: rounds 2, 5 of 5 taken while the GPU throttled (sw_power_cap)")
+    markdown = summary.read_text()
+    assert "1.329x\\* 1.341x" in markdown and "marked \\*;" in markdown  # escaped: no stray emphasis
+    assert markdown.rstrip().endswith("counted, as both implementations ran in each**")
+
+
+def test_rounds_without_throttling_and_unreadable_states_are_said(tmp_path, capsys):
+    replay(tmp_path, with_states(committed(3)))
+    assert "none of the 5 rounds was taken while the GPU throttled" in capsys.readouterr().out
+    unreadable = with_states(committed(3))
+    why = {"unavailable": "nvidia-ml-py (pynvml) is not installed; nvidia-smi is not on PATH"}
+    for state in unreadable["round_states"]:
+        state["state_before"] = state["state_after"] = why
+    replay(tmp_path, unreadable)
+    text = capsys.readouterr().out
+    assert (
+        "the GPU's state could not be read: nvidia-ml-py (pynvml) is not installed; nvidia-smi is not on PATH" in text
+    )
+    assert "GPU after each round" not in text
+
+
+def test_the_table_says_how_many_rounds_it_took_and_the_versions(tmp_path, capsys):
+    recorded = full_record(0.30, 0.345, noise=0.05, rounds=9, seed=3)  # true 1.15x: straddles
+    recorded.update(rounds_first=5, max_rounds=9)
+    recorded["environment"]["versions"] = {
+        "driver": "580.159.04",
+        "cuda": "13.0",
+        "cuda_driver": "13.0",
+        "torch": "2.11.0+cu130",
+        "triton": "3.6.0",
+        "bitsandbytes": "0.50.2",
+        "unsloth": None,
+    }
+    verdict = decision.decide(recorded)
+    text = gate_table.table(recorded, verdict, 1.15)
+    assert "over 9 rounds (5, then 4 more while the interval straddled the threshold)" in text
+    assert (
+        "versions: driver 580.159.04, CUDA 13.0 (driver's 13.0), torch 2.11.0+cu130, triton 3.6.0, "
+        "bitsandbytes 0.50.2, unsloth absent"
+    ) in text
+    assert "Challenge A on NVIDIA H100 80GB HBM3 (copy 3000 GB/s), 9 interleaved rounds" in text
+    assert text.splitlines()[-1] == (
+        f"FAIL: median speed-up {verdict.ratio_median:.3f}x over Unsloth is below the threshold 1.15x; the 95% "
+        f"interval {verdict.ci_low:.3f}x to {verdict.ci_high:.3f}x straddles the threshold: inconclusive at the "
+        "bound of 9 rounds; decided on the median"
+    )
+
+
+# --- Adding rounds while the interval straddles the threshold ----------------------------------------
+
+
+def adaptive(pool: dict, first: int, bound: int, threshold: float = 1.15, base=None) -> list[int]:
+    """Runs time_until_decided with rounds taken from a recorded pool; returns the batches asked for."""
+    asked = []
+    target = {"rounds_first": first, "max_rounds": bound, "seconds": {"nf4kernel": [], "unsloth": []}}
+
+    def add_rounds(count):
+        asked.append(count)
+        for name, rounds in target["seconds"].items():
+            done = len(rounds)
+            rounds.extend(pool["seconds"][name][done : done + count])
+
+    target["environment"] = pool["environment"]
+    gate.time_until_decided(target, add_rounds, threshold, base)
+    assert target["rounds"] == sum(asked)
+    return asked
+
+
+def test_a_clear_verdict_takes_the_first_rounds_only():
+    assert adaptive(record(0.30, 0.39, noise=0.05, rounds=15), 5, 15) == [5]  # 1.3x: clear pass
+    assert adaptive(record(0.30, 0.30, noise=0.05, rounds=15), 5, 15) == [5]  # 1.0x: clear fail
+
+
+def test_a_straddling_interval_adds_two_rounds_at_a_time_up_to_the_bound():
+    near = record(ours_s=0.30, theirs_s=0.345, noise=0.05, rounds=15, seed=2)  # true 1.15x
+    assert adaptive(near, 5, 15) == [5, 2, 2, 2, 2, 2]
+    assert adaptive(near, 5, 6) == [5, 1]
+    assert adaptive(near, 5, 5) == [5]
+
+
+def test_a_straddling_drop_from_the_base_adds_rounds_too():
+    base = committed(1)
+    pool = scaled(base, 1.11)  # a drop of ~10%: the relative interval straddles 1 - 0.10
+    pool["seconds"] = {name: rounds * 3 for name, rounds in pool["seconds"].items()}  # 15 rounds
+    assert adaptive(pool, 5, 9, threshold=1.0, base=base) == [5, 2, 2]
+    assert adaptive(pool, 5, 9, threshold=1.0) == [5]  # without the base nothing is in doubt
+
+
+def test_timed_rounds_record_the_state_around_each_round_and_carry_on_alternating(monkeypatch):
+    states = iter([STATE_IDLE, STATE_FULL, STATE_CAPPED, STATE_FULL, STATE_IDLE, STATE_CAPPED])
+    indices = []
+
+    def one_round(impls, mlps, index, calls=1000):
+        indices.append(index)
+        return {name: [0.1 * (index + 1)] * 3 for name in impls}
+
+    monkeypatch.setattr(workload, "one_round", one_round)
+    monkeypatch.setattr(gpu_state, "snapshot", lambda device: next(states))
+    recorded = {}
+    gate.timed_rounds(recorded, {"nf4kernel": None, "unsloth": None}, [], 2, device=0)
+    gate.timed_rounds(recorded, {"nf4kernel": None, "unsloth": None}, [], 1, device=0)
+    assert indices == [0, 1, 2]  # the third round is an odd one: reversed order, as if timed in one go
+    assert recorded["seconds"]["nf4kernel"] == [[0.1] * 3, [0.2] * 3, [pytest.approx(0.3)] * 3]
+    assert [s["throttled"] for s in recorded["round_states"]] == [[], ["sw_power_cap"], ["sw_power_cap"]]
+    assert recorded["round_states"][0] == {"state_before": STATE_IDLE, "state_after": STATE_FULL, "throttled": []}
+
+
+# --- Against the base commit's record, from the command line -------------------------------------------
+
+
+def test_a_25_percent_slowdown_fails_against_the_base(tmp_path, capsys):
+    base = tmp_path / "base-gate.json"
+    base.write_text(json.dumps(committed(1)))
+    out = tmp_path / "gate.json"
+    code, _ = replay(
+        tmp_path, scaled(committed(1), 1.25), "--baseline", str(base), "--threshold", "1.0", "--json", str(out)
+    )
+    assert code == decision.EXIT_TOO_SLOW
+    text = capsys.readouterr().out
+    assert "against the base commit: speed-up 0.800x the base's (1.425x over 5 rounds), a drop of 20.0%" in text
+    assert text.strip().splitlines()[-1].startswith("FAIL: the speed-up over Unsloth dropped 20.0% from the base's")
+    written = json.loads(out.read_text())
+    assert written["baseline"] == {"path": str(base), "max_drop": 0.1}
+    assert written["verdict"]["baseline"]["failed"] is True
+
+
+def test_the_same_run_against_itself_passes(tmp_path, capsys):
+    base = tmp_path / "base-gate.json"
+    base.write_text(json.dumps(committed(4)))
+    assert replay(tmp_path, committed(4), "--baseline", str(base))[0] == decision.EXIT_PASS
+    assert "a drop of 0.0%" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args,problem",
+    [
+        (["--rounds", "3"], "--rounds must be at least 5"),
+        (["--rounds", "9", "--max-rounds", "7"], "--max-rounds (7) is below --rounds (9)"),
+        (["--max-drop", "1.2"], "--max-drop is a fraction"),
+        (["--aa", "--baseline", "base.json"], "--aa measures; it takes neither"),
+        (["--baseline", "/nonexistent/base.json"], "--baseline /nonexistent/base.json: No such file"),
+    ],
+)
+def test_bad_arguments_are_refused_before_anything_is_measured(args, problem, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        gate.main(args)
+    assert exit_.value.code == 2 and problem in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "content,problem",
+    [
+        ("{not json", "is not JSON"),
+        ("[1, 2]", "is not a gate record"),
+        (json.dumps({"mode": "aa", "environment": {}}), "is an A/A record, not a gate record"),
+        (
+            json.dumps({"environment": {"cuda": True}, "seconds": {"nf4kernel": [[0.1]]}}),
+            "no rounds timed for 'unsloth'",
+        ),
+    ],
+)
+def test_a_baseline_that_is_no_gate_record_is_refused_by_name(tmp_path, capsys, content, problem):
+    base = tmp_path / "base.json"
+    base.write_text(content)
+    with pytest.raises(SystemExit) as exit_:
+        replay(tmp_path, committed(1), "--baseline", str(base))
+    assert exit_.value.code == 2 and problem in capsys.readouterr().err
+
+
+def test_a_base_from_another_gpu_is_refused(tmp_path, capsys):
+    other = committed(1)
+    other["environment"]["device"] = "NVIDIA H100 80GB HBM3"
+    base = tmp_path / "base.json"
+    base.write_text(json.dumps(other))
+    with pytest.raises(SystemExit):
+        replay(tmp_path, committed(2), "--baseline", str(base))
+    assert "a relative check needs both on one runner" in capsys.readouterr().err
+
+
+# --- measure() and measure_aa() wired end to end, with the GPU's parts stood in for -------------------
+
+
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """Everything measure() asks of the GPU, answered from committed run 2 (1.34x, round by round);
+    the GPU's state as NVML gave it, capped in the third round."""
+    timings = committed(2)["seconds"]
+    env = {"cuda": True, "torch": "2.11.0+cu130", "device": "NVIDIA H200", "triton": "3.6.0", "unsloth": "2026.10.9"}
+    env["bitsandbytes"] = "0.50.2"
+    mlp = type("Mlp", (), {"label": "2048x8192 float16", "layers": (1, 2, 3)})
+    snapshots = iter([STATE_IDLE, STATE_FULL, STATE_IDLE, STATE_FULL, STATE_CAPPED] + [STATE_IDLE, STATE_FULL] * 20)
+
+    def one_round(impls, mlps, index, calls=1000):
+        row = index % len(timings["nf4kernel"])
+        return {name: list(timings.get(name, timings["nf4kernel"])[row]) for name in impls}
+
+    monkeypatch.setattr(gate, "environment", lambda with_unsloth=True: dict(env))
+    monkeypatch.setattr(
+        gate, "check_correctness", lambda mlps, impls: [{"shape": "s", "weight": "up", "check": "x", "ok": True}]
+    )
+    monkeypatch.setattr(gpu_state, "current_device", lambda: 0)
+    monkeypatch.setattr(gpu_state, "snapshot", lambda device: next(snapshots))
+    for name in ("nf4kernel_impl", "unsloth_impl", "bitsandbytes_impl"):
+        monkeypatch.setattr(workload, name, lambda: lambda layer: None)
+    monkeypatch.setattr(workload, "copy_bandwidth", lambda: 4.19e12)
+    monkeypatch.setattr(workload, "challenge_a", lambda: [mlp(), mlp(), mlp()])
+    monkeypatch.setattr(workload, "bytes_moved", lambda layer: 4.2e7)
+    monkeypatch.setattr(workload, "warm_up", lambda impls, mlps: None)
+    monkeypatch.setattr(workload, "one_round", one_round)
+
+
+def test_measure_records_rounds_states_and_a_verdict_with_its_interval(stand_ins):
+    measured = gate.measure(5, with_classic=False, max_rounds=15)
+    assert measured["rounds"] == measured["rounds_first"] == 5 and measured["max_rounds"] == 15
+    assert measured["seconds"]["nf4kernel"] == committed(2)["seconds"]["nf4kernel"]
+    assert [s["throttled"] for s in measured["round_states"]] == [[], [], ["sw_power_cap"], [], []]
+    verdict = decision.decide(measured)
+    assert verdict.passed and verdict.throttled_rounds == [3] and verdict.ratio_median == pytest.approx(1.341, abs=1e-3)
+
+
+def test_measure_adds_rounds_while_the_interval_straddles(stand_ins):
+    measured = gate.measure(5, with_classic=False, max_rounds=9, threshold=1.34)  # inside run 2's interval
+    assert measured["rounds"] == 9 and len(measured["round_states"]) == 9
+
+
+def test_measure_refuses_a_base_from_another_gpu_before_timing(stand_ins):
+    other = committed(1)
+    other["environment"]["device"] = "NVIDIA H100 80GB HBM3"
+    with pytest.raises(ValueError, match="needs both on one runner"):
+        gate.measure(5, with_classic=False, base=other)
+
+
+def test_measure_aa_times_one_function_in_two_slots(stand_ins):
+    measured = gate.measure_aa(5)
+    assert measured["mode"] == "aa" and set(measured["seconds"]) == {"A", "B"}
+    assert len(measured["round_states"]) == 5 and [s["label"] for s in measured["shapes"]] == ["2048x8192 float16"] * 3
+    assert noise.report(measured)["whole_round"]["largest_deviation"] == 0  # the stand-in times A and B alike

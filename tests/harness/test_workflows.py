@@ -154,3 +154,30 @@ def test_fork_code_reaches_the_gpu_runner_only_after_approval():
         # The commit in the event (the approved one), not whatever the PR's branch points at now.
         assert "github.event.pull_request.head.sha" in checkout["with"]["ref"], name
         assert "head.ref" not in str(checkout["with"]), name
+
+
+def test_every_checkout_keeps_no_credentials():
+    for workflow, name, job, _ in jobs():
+        for step in job.get("steps", []):
+            if step.get("uses", "").startswith("actions/checkout@"):
+                assert step["with"]["persist-credentials"] is False, f"{workflow}:{name}"
+
+
+def test_the_gate_measures_the_prs_base_first_and_compares_with_it():
+    """The relative check (README, "The speed gate"): on a PR, the base commit (this repository's own,
+    never the PR's) is checked out beside the PR's and its gate runs before the PR's code does; the
+    PR's gate then gets its record as --baseline. Pushes to main have no base and run the gate alone."""
+    gate = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())["jobs"]["gate"]
+    steps = gate["steps"]
+    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
+    head, base = checkouts  # the PR's first, at the root: a later checkout there would wipe .gate-base
+    assert "head.sha" in head["with"]["ref"] and "path" not in head["with"]
+    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
+    assert base["with"]["path"] == ".gate-base" and base["if"] == "github.event_name == 'pull_request_target'"
+    runs_gate = [i for i, s in enumerate(steps) if "-s gate" in s.get("run", "")]
+    base_run, pr_run = (steps[i] for i in runs_gate)
+    assert runs_gate[0] < runs_gate[1] and base_run["working-directory"] == ".gate-base"
+    assert base_run["if"] == base["if"] and base_run["continue-on-error"] is True
+    # The base only needs --json (and --no-classic): flags every gate since the first has known.
+    assert "--json" in base_run["run"] and "--baseline" not in base_run["run"]
+    assert "--baseline base-gate.json" in pr_run["run"] and "base-gate.json" in base_run["run"]

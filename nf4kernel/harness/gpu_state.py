@@ -1,0 +1,326 @@
+"""The GPU's state around a timed round (clocks, throttle reasons, temperature, power) and the
+versions of the software that shape a figure, for the gate's record.
+
+Read through NVML (nvidia-ml-py, module ``pynvml``) where it imports, else through ``nvidia-smi``;
+on a machine with neither (CI's CPU runners, a container without the driver's tools) every reader
+returns a value that says so instead of raising: the state is evidence beside a measurement, and
+its absence must never stop one.
+
+    snapshot(device)     -> {"sm_clock_mhz": ..., "throttle_reasons": [...], "source": "nvml"}
+                            or {"unavailable": "<why>"}
+    is_throttled(state)  -> the reasons that slow a kernel down (see SLOWDOWNS)
+    versions()           -> driver, CUDA, torch, Triton, bitsandbytes, Unsloth (None where absent)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from importlib import metadata
+
+# NVML's clocks-event ("throttle") reasons: bit -> (name, the pynvml constants that hold it, newest
+# spelling first). Newer NVML (and nvidia-ml-py) call them nvmlClocksEventReason*, older releases
+# nvmlClocksThrottleReason*; the bits themselves have not changed since R340, so they are the
+# fallback where a pynvml has neither spelling. The names are nvidia-smi's (clocks_event_reasons.*).
+REASONS = (
+    (0x1, "gpu_idle", ("nvmlClocksEventReasonGpuIdle", "nvmlClocksThrottleReasonGpuIdle")),
+    (
+        0x2,
+        "applications_clocks_setting",
+        ("nvmlClocksEventReasonApplicationsClocksSetting", "nvmlClocksThrottleReasonApplicationsClocksSetting"),
+    ),
+    (0x4, "sw_power_cap", ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksThrottleReasonSwPowerCap")),
+    (0x8, "hw_slowdown", ("nvmlClocksEventReasonHwSlowdown", "nvmlClocksThrottleReasonHwSlowdown")),
+    (0x10, "sync_boost", ("nvmlClocksEventReasonSyncBoost", "nvmlClocksThrottleReasonSyncBoost")),
+    (
+        0x20,
+        "sw_thermal_slowdown",
+        ("nvmlClocksEventReasonSwThermalSlowdown", "nvmlClocksThrottleReasonSwThermalSlowdown"),
+    ),
+    (
+        0x40,
+        "hw_thermal_slowdown",
+        ("nvmlClocksEventReasonHwThermalSlowdown", "nvmlClocksThrottleReasonHwThermalSlowdown"),
+    ),
+    (
+        0x80,
+        "hw_power_brake_slowdown",
+        ("nvmlClocksEventReasonHwPowerBrakeSlowdown", "nvmlClocksThrottleReasonHwPowerBrakeSlowdown"),
+    ),
+    (
+        0x100,
+        "display_clock_setting",
+        ("nvmlClocksEventReasonDisplayClockSetting", "nvmlClocksThrottleReasonDisplayClockSetting"),
+    ),
+    (1 << 63, "unknown", ("nvmlClocksThrottleReasonUnknown",)),  # R340's "some other factor"
+)
+
+# The reasons that are not a slowdown of a running kernel, so they never mark a round:
+# - gpu_idle: nothing was running; the "before" snapshot is taken between rounds, when it is normal.
+# - applications_clocks_setting, display_clock_setting: clocks held where an administrator set them,
+#   a standing configuration that is the same in every round of a run (and in the base's run).
+NOT_SLOWDOWNS = frozenset({"gpu_idle", "applications_clocks_setting", "display_clock_setting"})
+# Everything else is: the power cap (clocks lowered to stay under the power limit), hardware and
+# software thermal slowdowns, the power brake, sync boost (held down to the slowest GPU of a group),
+# R340's "unknown", and any bit this table does not know (named "bit_0x...") until someone looks.
+SLOWDOWNS = frozenset(name for _, name, _ in REASONS) - NOT_SLOWDOWNS
+
+NVIDIA_SMI_TIMEOUT_S = 30
+# nvidia-smi's field names, in the order of the snapshot's keys. Newer drivers name the throttle
+# mask clocks_event_reasons.active; older ones know only clocks_throttle_reasons.active.
+SMI_FIELDS = ("clocks.sm", "clocks.mem", "clocks.max.sm", "temperature.gpu", "power.draw", "enforced.power.limit")
+SMI_REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
+STATE_KEYS = ("sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w", "power_limit_w")
+
+
+def reason_bits(pynvml=None) -> list[tuple[int, str]]:
+    """(bit, name) for every known reason, the bit from pynvml's constant where it has one."""
+    table = []
+    for fallback, name, constants in REASONS:
+        bit = next((getattr(pynvml, c) for c in constants if pynvml is not None and hasattr(pynvml, c)), fallback)
+        table.append((int(bit), name))
+    return table
+
+
+def decode_reasons(mask: int, pynvml=None) -> list[str]:
+    """NVML's reason bitmask as names; bits no table knows come out as ``bit_0x...`` so that a new
+    driver's reason is recorded, not dropped. 0 (NVML's "none": clocks as high as they go) is []."""
+    if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
+        raise ValueError(f"a clocks-event reason mask is a non-negative int, not {mask!r}")
+    names, known = [], 0
+    for bit, name in reason_bits(pynvml):
+        known |= bit
+        if mask & bit:
+            names.append(name)
+    rest = mask & ~known
+    names += [f"bit_{1 << i:#x}" for i in range(rest.bit_length()) if rest >> i & 1]
+    return names
+
+
+def is_throttled(state: dict) -> list[str]:
+    """The reasons in a snapshot that slow a running kernel down (everything but NOT_SLOWDOWNS);
+    [] for a snapshot without them or an unavailable one: no evidence is not a mark."""
+    return [r for r in state.get("throttle_reasons") or [] if r not in NOT_SLOWDOWNS]
+
+
+# --- Which GPU: torch's index is not NVML's ------------------------------------------------------
+
+
+def nvml_device(cuda_index: int = 0, properties=None, visible: str | None = None) -> int | str:
+    """The GPU torch calls ``cuda:<cuda_index>``, as NVML and nvidia-smi name it.
+
+    CUDA numbers GPUs fastest first and after CUDA_VISIBLE_DEVICES; NVML and nvidia-smi number all
+    of the host's GPUs in PCI order. So: the PCI bus id where torch gives one (``properties``:
+    torch.cuda.get_device_properties), else the CUDA_VISIBLE_DEVICES entry (an index or a UUID),
+    else the index itself (right on a one-GPU runner)."""
+    bus = getattr(properties, "pci_bus_id", None)
+    if bus is not None:
+        domain, device = getattr(properties, "pci_domain_id", 0), getattr(properties, "pci_device_id", 0)
+        return f"{domain:08X}:{bus:02X}:{device:02X}.0"
+    entries = [e.strip() for e in (visible or "").split(",") if e.strip()]
+    if cuda_index < len(entries):
+        entry = entries[cuda_index]
+        return int(entry) if entry.isdigit() else entry
+    return cuda_index
+
+
+def current_device() -> int | str:
+    """nvml_device for torch's current CUDA device (call only where torch sees one)."""
+    import torch
+
+    index = torch.cuda.current_device()
+    properties = torch.cuda.get_device_properties(index)
+    return nvml_device(index, properties, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+# --- Reading the state ----------------------------------------------------------------------------
+
+
+def snapshot(device: int | str = 0) -> dict:
+    """The GPU's clocks, throttle reasons, temperature and power now; ``device`` is an NVML index, a
+    UUID (``GPU-...``) or a PCI bus id (nvml_device). Through NVML, else nvidia-smi, else
+    ``{"unavailable": why}``."""
+    problems = []
+    pynvml = _pynvml()
+    if pynvml is None:
+        problems.append("nvidia-ml-py (pynvml) is not installed")
+    else:
+        try:
+            return nvml_snapshot(pynvml, device)
+        except Exception as error:  # NVMLError_LibraryNotFound, NotSupported, ...: try nvidia-smi
+            problems.append(f"NVML: {type(error).__name__}: {error}")
+    try:
+        return smi_snapshot(device)
+    except NvidiaSmiError as error:
+        problems.append(str(error))
+    return {"unavailable": "; ".join(problems)}
+
+
+def _pynvml():
+    try:
+        import pynvml  # nvidia-ml-py: optional, never a dependency
+    except ImportError:
+        return None
+    return pynvml
+
+
+def _handle(pynvml, device: int | str):
+    if isinstance(device, int):
+        return pynvml.nvmlDeviceGetHandleByIndex(device)
+    if device.startswith(("GPU-", "MIG-")):
+        return pynvml.nvmlDeviceGetHandleByUUID(device)
+    return pynvml.nvmlDeviceGetHandleByPciBusId(device)
+
+
+def nvml_snapshot(pynvml, device: int | str = 0) -> dict:
+    """One snapshot through NVML. A field NVML refuses (a MIG slice has no power reading) is None;
+    the mask comes from the call the installed nvidia-ml-py has (EventReasons, else ThrottleReasons)."""
+    pynvml.nvmlInit()
+    try:
+        handle = _handle(pynvml, device)
+        clock_sm, clock_mem = pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_MEM
+        readers = {
+            "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, clock_sm),
+            "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(handle, clock_mem),
+            "max_sm_clock_mhz": lambda: pynvml.nvmlDeviceGetMaxClockInfo(handle, clock_sm),
+            "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(handle, pynvml.NVML_TEMPERATURE_GPU),
+            "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(handle) / 1000,  # mW
+            "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000,
+        }
+        state = {key: _or_none(read) for key, read in readers.items()}
+        get_mask = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+        if get_mask is None:  # an older nvidia-ml-py: the same call under its old name
+            get_mask = pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = _or_none(lambda: get_mask(handle))
+    finally:
+        pynvml.nvmlShutdown()
+    state["throttle_mask"] = mask
+    state["throttle_reasons"] = None if mask is None else decode_reasons(int(mask), pynvml)
+    state["source"] = "nvml"
+    return state
+
+
+def _or_none(read):
+    try:
+        return read()
+    except Exception:  # pynvml.NVMLError_NotSupported and kin: this GPU doesn't report the field
+        return None
+
+
+class NvidiaSmiError(RuntimeError):
+    """nvidia-smi is missing, failed, or printed something this module can't read."""
+
+
+def smi_snapshot(device: int | str = 0, run=subprocess.run) -> dict:
+    """One snapshot through ``nvidia-smi --query-gpu``; ``run`` is subprocess.run (a stand-in in tests)."""
+    for reason_field in SMI_REASON_FIELDS:
+        query = ",".join([*SMI_FIELDS, reason_field])
+        command = ["nvidia-smi", "-i", str(device), f"--query-gpu={query}", "--format=csv,noheader,nounits"]
+        try:
+            done = run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+        except FileNotFoundError:
+            raise NvidiaSmiError("nvidia-smi is not on PATH") from None
+        except (OSError, subprocess.SubprocessError) as error:
+            raise NvidiaSmiError(f"nvidia-smi failed: {error}") from None
+        if done.returncode == 0:
+            return parse_smi_line(done.stdout)
+        said = (done.stdout + done.stderr).strip()
+        if "not a valid field" not in said:  # an old driver refuses the new field name: try the old one
+            raise NvidiaSmiError(f"nvidia-smi exited {done.returncode}: {said.splitlines()[-1] if said else ''}")
+    raise NvidiaSmiError(f"nvidia-smi knows neither {' nor '.join(SMI_REASON_FIELDS)}")
+
+
+def parse_smi_line(output: str) -> dict:
+    """The first line of ``--query-gpu=<SMI_FIELDS>,<reasons> --format=csv,noheader,nounits``:
+    ``1980, 3201, 1980, 41, 412.53, 700.00, 0x0000000000000004``. "[N/A]" and "[Not Supported]"
+    read as None."""
+    lines = [line for line in output.strip().splitlines() if line.strip()]
+    if not lines:
+        raise NvidiaSmiError("nvidia-smi printed nothing")
+    values = [v.strip() for v in lines[0].split(",")]
+    if len(values) != len(STATE_KEYS) + 1:
+        raise NvidiaSmiError(f"nvidia-smi printed {len(values)} values, expected {len(STATE_KEYS) + 1}: {lines[0]!r}")
+    state = {key: _number(value, key) for key, value in zip(STATE_KEYS, values, strict=False)}
+    mask_text = values[-1]
+    if _missing(mask_text):
+        mask = None
+    else:
+        try:
+            mask = int(mask_text, 16)
+        except ValueError:
+            raise NvidiaSmiError(f"nvidia-smi's throttle mask is not hexadecimal: {mask_text!r}") from None
+    state["throttle_mask"] = mask
+    state["throttle_reasons"] = None if mask is None else decode_reasons(mask)
+    state["source"] = "nvidia-smi"
+    return state
+
+
+def _missing(value: str) -> bool:
+    return value.startswith("[") or value in ("", "N/A")
+
+
+def _number(value: str, key: str) -> float | int | None:
+    if _missing(value):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        raise NvidiaSmiError(f"nvidia-smi's {key} is not a number: {value!r}") from None
+    return int(number) if key.endswith(("_mhz", "_c")) and number.is_integer() else number
+
+
+# --- Versions -------------------------------------------------------------------------------------
+
+PACKAGES = ("torch", "triton", "bitsandbytes", "unsloth")
+
+
+def package_version(package: str) -> str | None:
+    """The installed version, read from the package's metadata: never imported (``import unsloth``
+    takes 30 s and patches other libraries)."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict:
+    """The driver; CUDA as torch was built for it (``cuda``) and as the driver supports it
+    (``cuda_driver``, NVML only); torch, Triton, bitsandbytes and Unsloth. None where absent."""
+    found = {"driver": None, "cuda": None, "cuda_driver": None}
+    found.update({package: package_version(package) for package in PACKAGES})
+    try:
+        import torch
+
+        found["cuda"] = torch.version.cuda
+    except ImportError:
+        pass
+    pynvml = _pynvml()
+    if pynvml is not None:
+        try:
+            found.update(nvml_versions(pynvml))
+        except Exception:  # no driver behind the bindings: nvidia-smi may still answer (or not)
+            pass
+    if found["driver"] is None:
+        found["driver"] = smi_driver()
+    return found
+
+
+def nvml_versions(pynvml) -> dict:
+    pynvml.nvmlInit()
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = _or_none(lambda: pynvml.nvmlSystemGetCudaDriverVersion())  # 13000 -> "13.0"; absent in old bindings
+    finally:
+        pynvml.nvmlShutdown()
+    driver = driver.decode() if isinstance(driver, bytes) else driver
+    return {"driver": driver, "cuda_driver": None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}"}
+
+
+def smi_driver(run=subprocess.run) -> str | None:
+    command = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
+    try:
+        done = run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
+    return lines[0].strip() if lines else None

@@ -1,0 +1,310 @@
+"""The GPU's state for the gate's record, read on the CPU: NVML's reason mask decoded, nvidia-smi's CSV
+parsed, a stand-in pynvml read, and every reader degrading to a reason where there is no GPU."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+from nf4kernel.harness import gpu_state
+
+# nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,enforced.power.limit,
+# clocks_event_reasons.active --format=csv,noheader,nounits, in the format NVIDIA documents (a loaded
+# GPU under its power cap; an idle one; a MIG slice that reports no power).
+SMI_CAPPED = "1755, 3201, 1980, 61, 699.12, 700.00, 0x0000000000000004\n"
+SMI_IDLE = "345, 3201, 1980, 32, 88.20, 700.00, 0x0000000000000001\n"
+SMI_NO_POWER = "1980, 2619, 1980, 45, [N/A], [Not Supported], 0x0000000000000000\n"
+
+
+@pytest.mark.parametrize(
+    "mask,names",
+    [
+        (0x0, []),
+        (0x1, ["gpu_idle"]),
+        (0x4, ["sw_power_cap"]),
+        (0x5, ["gpu_idle", "sw_power_cap"]),
+        (0x48, ["hw_slowdown", "hw_thermal_slowdown"]),
+        (0x1A0, ["sw_thermal_slowdown", "hw_power_brake_slowdown", "display_clock_setting"]),
+        (0x12, ["applications_clocks_setting", "sync_boost"]),
+        (1 << 63, ["unknown"]),
+        (0x204, ["sw_power_cap", "bit_0x200"]),  # a bit no table knows yet is kept, by its value
+    ],
+)
+def test_the_reason_mask_decodes_into_names(mask, names):
+    assert gpu_state.decode_reasons(mask) == names
+
+
+@pytest.mark.parametrize("bad", [-1, "0x4", 4.0, None, True])
+def test_a_mask_that_is_no_mask_is_refused_by_name(bad):
+    with pytest.raises(ValueError, match="reason mask"):
+        gpu_state.decode_reasons(bad)
+
+
+def test_pynvml_constants_win_over_the_fallback_bits():
+    # Both spellings: the new one first; where a pynvml has neither, the documented bit.
+    new = types.SimpleNamespace(nvmlClocksEventReasonSwPowerCap=0x400, nvmlClocksThrottleReasonSwPowerCap=0x800)
+    old = types.SimpleNamespace(nvmlClocksThrottleReasonSwPowerCap=0x800)
+    assert gpu_state.decode_reasons(0x400, new) == ["sw_power_cap"]
+    assert gpu_state.decode_reasons(0x800, old) == ["sw_power_cap"]
+    assert gpu_state.decode_reasons(0x4, old) == ["bit_0x4"]  # that pynvml moved it; its bit 4 is unknown
+    assert gpu_state.decode_reasons(0x44, types.SimpleNamespace()) == ["sw_power_cap", "hw_thermal_slowdown"]
+
+
+@pytest.mark.parametrize(
+    "reasons,slowdowns",
+    [
+        (["gpu_idle"], []),
+        (["applications_clocks_setting", "display_clock_setting"], []),
+        ([], []),
+        (None, []),  # NVML could not read the mask: no evidence, no mark
+        (["gpu_idle", "sw_power_cap"], ["sw_power_cap"]),
+        (["hw_slowdown", "sw_thermal_slowdown"], ["hw_slowdown", "sw_thermal_slowdown"]),
+        (["hw_thermal_slowdown", "hw_power_brake_slowdown"], ["hw_thermal_slowdown", "hw_power_brake_slowdown"]),
+        (["sync_boost"], ["sync_boost"]),
+        (["bit_0x200"], ["bit_0x200"]),
+    ],
+)
+def test_only_reasons_that_slow_a_kernel_mark_a_round(reasons, slowdowns):
+    assert gpu_state.is_throttled({"throttle_reasons": reasons}) == slowdowns
+
+
+def test_an_unavailable_state_is_not_throttled():
+    assert gpu_state.is_throttled({"unavailable": "no nvidia-smi"}) == []
+
+
+def test_every_known_reason_is_either_a_slowdown_or_not():
+    known = {name for _, name, _ in gpu_state.REASONS}
+    assert gpu_state.SLOWDOWNS | gpu_state.NOT_SLOWDOWNS == known
+    assert gpu_state.SLOWDOWNS >= {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"}
+
+
+# --- nvidia-smi -------------------------------------------------------------------------------------
+
+
+def test_the_nvidia_smi_line_of_a_capped_gpu():
+    assert gpu_state.parse_smi_line(SMI_CAPPED) == {
+        "sm_clock_mhz": 1755,
+        "mem_clock_mhz": 3201,
+        "max_sm_clock_mhz": 1980,
+        "temperature_c": 61,
+        "power_w": 699.12,
+        "power_limit_w": 700.0,
+        "throttle_mask": 4,
+        "throttle_reasons": ["sw_power_cap"],
+        "source": "nvidia-smi",
+    }
+    idle = gpu_state.parse_smi_line(SMI_IDLE)
+    assert idle["throttle_reasons"] == ["gpu_idle"] and gpu_state.is_throttled(idle) == []
+
+
+def test_fields_nvidia_smi_cannot_read_are_none():
+    state = gpu_state.parse_smi_line(SMI_NO_POWER)
+    assert state["power_w"] is None and state["power_limit_w"] is None and state["sm_clock_mhz"] == 1980
+    masked = gpu_state.parse_smi_line("1980, 2619, 1980, 45, 300.0, 700.0, [N/A]")
+    assert masked["throttle_mask"] is None and masked["throttle_reasons"] is None
+
+
+@pytest.mark.parametrize(
+    "output,problem",
+    [
+        ("", "printed nothing"),
+        ("1980, 3201, 1980, 61, 699.12, 0x4", "6 values, expected 7"),
+        ("1980, 3201, 1980, hot, 699.12, 700.00, 0x4", "temperature_c is not a number"),
+        ("1980, 3201, 1980, 61, 699.12, 700.00, Active", "not hexadecimal"),
+    ],
+)
+def test_nvidia_smi_output_this_module_cannot_read_is_named(output, problem):
+    with pytest.raises(gpu_state.NvidiaSmiError, match=problem):
+        gpu_state.parse_smi_line(output)
+
+
+class FakeRun:
+    """subprocess.run for nvidia-smi: answers in turn, and keeps the commands."""
+
+    def __init__(self, *answers):
+        self.answers, self.commands = list(answers), []
+
+    def __call__(self, command, **kwargs):
+        self.commands.append(command)
+        answer = self.answers.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        code, out, err = answer
+        return subprocess.CompletedProcess(command, code, out, err)
+
+
+def test_nvidia_smi_is_asked_for_the_one_gpu_and_the_fields_in_order():
+    run = FakeRun((0, SMI_CAPPED, ""))
+    assert gpu_state.smi_snapshot("00000000:17:00.0", run=run)["sm_clock_mhz"] == 1755
+    (command,) = run.commands
+    assert command[:3] == ["nvidia-smi", "-i", "00000000:17:00.0"]
+    assert command[3] == (
+        "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,enforced.power.limit,"
+        "clocks_event_reasons.active"
+    )
+    assert command[4] == "--format=csv,noheader,nounits"
+
+
+def test_an_older_driver_is_asked_for_the_old_field_name():
+    refused = (2, "", 'Field "clocks_event_reasons.active" is not a valid field to query.\n')
+    run = FakeRun(refused, (0, SMI_CAPPED, ""))
+    assert gpu_state.smi_snapshot(0, run=run)["throttle_reasons"] == ["sw_power_cap"]
+    assert run.commands[1][3].endswith(",clocks_throttle_reasons.active")
+
+
+@pytest.mark.parametrize(
+    "answer,problem",
+    [
+        (FileNotFoundError("nvidia-smi"), "not on PATH"),
+        (subprocess.TimeoutExpired("nvidia-smi", 30), "nvidia-smi failed"),
+        ((9, "No devices were found\n", ""), "exited 9: No devices were found"),
+    ],
+)
+def test_nvidia_smi_failing_is_an_error_that_says_how(answer, problem):
+    with pytest.raises(gpu_state.NvidiaSmiError, match=problem):
+        gpu_state.smi_snapshot(0, run=FakeRun(answer))
+
+
+# --- NVML through a stand-in nvidia-ml-py ---------------------------------------------------------
+
+
+class NVMLError(Exception):
+    pass
+
+
+def fake_pynvml(mask=0x4, old_names=False, power=699_120, init_error=None):
+    """The calls gpu_state makes, answering what an H200 under its power cap answers (power in mW)."""
+    calls = []
+
+    def refused(*_):
+        raise NVMLError("Not Supported")
+
+    def clock(handle, kind):
+        return {"sm": 1755, "mem": 3201}[kind]
+
+    def init():
+        calls.append("init")
+        if init_error:
+            raise init_error
+
+    nvml = types.SimpleNamespace(
+        calls=calls,
+        NVML_CLOCK_SM="sm",
+        NVML_CLOCK_MEM="mem",
+        NVML_TEMPERATURE_GPU="gpu",
+        nvmlInit=init,
+        nvmlShutdown=lambda: calls.append("shutdown"),
+        nvmlDeviceGetHandleByIndex=lambda i: ("index", i),
+        nvmlDeviceGetHandleByUUID=lambda u: ("uuid", u),
+        nvmlDeviceGetHandleByPciBusId=lambda b: ("bus", b),
+        nvmlDeviceGetClockInfo=clock,
+        nvmlDeviceGetMaxClockInfo=lambda h, kind: 1980,
+        nvmlDeviceGetTemperature=lambda h, sensor: 61,
+        nvmlDeviceGetPowerUsage=refused if power is None else (lambda h: power),
+        nvmlDeviceGetEnforcedPowerLimit=lambda h: 700_000,
+        nvmlSystemGetDriverVersion=lambda: b"580.159.04",
+        nvmlSystemGetCudaDriverVersion=lambda: 13000,
+    )
+    if old_names:
+        nvml.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: mask
+        nvml.nvmlClocksThrottleReasonSwPowerCap = 0x4
+    else:
+        nvml.nvmlDeviceGetCurrentClocksEventReasons = lambda h: mask
+        nvml.nvmlClocksEventReasonSwPowerCap = 0x4
+    return nvml
+
+
+@pytest.mark.parametrize("old_names", [False, True], ids=["EventReasons", "ThrottleReasons"])
+def test_an_nvml_snapshot(old_names):
+    nvml = fake_pynvml(old_names=old_names)
+    state = gpu_state.nvml_snapshot(nvml, 0)
+    assert state == {
+        "sm_clock_mhz": 1755,
+        "mem_clock_mhz": 3201,
+        "max_sm_clock_mhz": 1980,
+        "temperature_c": 61,
+        "power_w": pytest.approx(699.12),
+        "power_limit_w": 700.0,
+        "throttle_mask": 4,
+        "throttle_reasons": ["sw_power_cap"],
+        "source": "nvml",
+    }
+    assert nvml.calls == ["init", "shutdown"]  # NVML is let go of after every snapshot
+    assert gpu_state.is_throttled(state) == ["sw_power_cap"]
+
+
+def test_a_field_nvml_refuses_is_none_and_the_rest_is_read():
+    state = gpu_state.nvml_snapshot(fake_pynvml(power=None), 0)
+    assert state["power_w"] is None and state["sm_clock_mhz"] == 1755
+
+
+@pytest.mark.parametrize("device,kind", [(0, "index"), ("GPU-5f1e", "uuid"), ("00000000:17:00.0", "bus")])
+def test_the_device_is_found_by_index_uuid_or_bus_id(device, kind):
+    seen = []
+    nvml = fake_pynvml()
+    nvml.nvmlDeviceGetMaxClockInfo = lambda handle, clock: seen.append(handle) or 1980
+    gpu_state.nvml_snapshot(nvml, device)
+    assert seen == [(kind, device)]
+
+
+def test_snapshot_prefers_nvml_then_nvidia_smi_then_says_why_not(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    assert gpu_state.snapshot(0)["source"] == "nvml"
+
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_error=NVMLError("Driver Not Loaded")))
+    monkeypatch.setattr(gpu_state, "smi_snapshot", lambda device: gpu_state.parse_smi_line(SMI_IDLE))
+    assert gpu_state.snapshot(0)["source"] == "nvidia-smi"
+
+    monkeypatch.undo()
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
+    monkeypatch.setenv("PATH", str(tmp_path))  # and no nvidia-smi
+    assert gpu_state.snapshot(0) == {"unavailable": "nvidia-ml-py (pynvml) is not installed; nvidia-smi is not on PATH"}
+
+
+def test_torch_index_to_nvml_device():
+    bus = types.SimpleNamespace(pci_domain_id=0, pci_bus_id=0x17, pci_device_id=0)
+    assert gpu_state.nvml_device(0, bus, "3") == "00000000:17:00.0"  # the bus id settles it
+    assert gpu_state.nvml_device(1, None, "2, 3") == 3
+    assert gpu_state.nvml_device(0, None, "GPU-5f1e,GPU-77aa") == "GPU-5f1e"
+    assert gpu_state.nvml_device(1, None, None) == 1
+    assert gpu_state.nvml_device(0, types.SimpleNamespace(), "") == 0
+
+
+# --- Versions -----------------------------------------------------------------------------------------
+
+
+def test_versions_never_import_unsloth(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    real = gpu_state.metadata.version
+    monkeypatch.setattr(
+        gpu_state.metadata, "version", lambda p: "2026.10.9" if p == "unsloth" else real(p), raising=True
+    )
+    monkeypatch.delitem(sys.modules, "unsloth", raising=False)
+    found = gpu_state.versions()
+    assert found["unsloth"] == "2026.10.9" and "unsloth" not in sys.modules
+    assert found["driver"] is None and found["cuda_driver"] is None  # no NVML, no nvidia-smi here
+    assert found["torch"] and found["triton"]
+    assert set(found) == {"driver", "cuda", "cuda_driver", "torch", "triton", "bitsandbytes", "unsloth"}
+
+
+def test_a_package_that_is_absent_is_none():
+    assert gpu_state.package_version("no-such-package-nf4kernel") is None
+
+
+def test_versions_from_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
+    found = gpu_state.versions()
+    assert found["driver"] == "580.159.04" and found["cuda_driver"] == "13.0"
+    nvml = fake_pynvml()
+    nvml.nvmlSystemGetCudaDriverVersion = lambda: 12080
+    assert gpu_state.nvml_versions(nvml)["cuda_driver"] == "12.8"
+
+
+def test_the_driver_from_nvidia_smi():
+    assert gpu_state.smi_driver(run=FakeRun((0, "580.159.04\n", ""))) == "580.159.04"
+    assert gpu_state.smi_driver(run=FakeRun(FileNotFoundError("nvidia-smi"))) is None
+    assert gpu_state.smi_driver(run=FakeRun((9, "", "No devices were found"))) is None
