@@ -70,6 +70,20 @@ for step in "$@"; do
         echo "run $i against run 1 as the base: exit $?" | tee -a "$OUT/gate10.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^none of\|rounds were taken\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 40 ;;
+    planted)
+      # The gate against planted slowdowns, each decided against an unplanted run of the same tree on
+      # this machine (--baseline): 2x (every planned launch twice) and ~25% (one in two twice). Both
+      # must exit 1. Patched in place with git apply (no repository needed) and undone.
+      python3 -m nf4kernel.harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
+      echo "unplanted base: exit $?" | tee "$OUT/planted.log"
+      for plant in 2x 25pct; do
+        git apply "benchmarks/results/plant-$plant-slowdown.patch" || exit 1
+        python3 -m nf4kernel.harness.gate --no-classic --baseline "$OUT/planted-base.json" \
+          --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
+        echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
+        git apply -R "benchmarks/results/plant-$plant-slowdown.patch" || exit 1
+      done
+      grep -h "^nf4kernel vs Unsloth\|drop\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m nf4kernel.harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
     sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     host-cost)
