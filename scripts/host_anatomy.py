@@ -105,6 +105,18 @@ def main() -> None:
         lambda: (slots.__getitem__(6).__setattr__("value", o), launch_kernel(*raw)),
     )
 
+    # Does the stream matter? torch's default is the legacy default stream (raw 0), which the driver
+    # orders against every other blocking stream of the context.
+    side = torch.cuda.Stream()
+    side_args = (grid[0], 1, 1, side.cuda_stream, *args[4:])
+    t("C launcher on a side stream (not the legacy default)", lambda: c_launch(*side_args))
+    empty = torch.empty(1, device="cuda")
+    t("empty.zero_() (a torch kernel launch), back to back", empty.zero_)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        c_launch(grid[0], 1, 1, torch.cuda.current_stream().cuda_stream, *args[4:])
+    t("CUDAGraph.replay() of one kernel (fixed out)", graph.replay)
+
     print("--- reading the key")
     t("key_of(W, state)", lambda: launch_cache.key_of(W, state))
     t("key == plan.key", lambda: key == plan.key)
@@ -142,7 +154,6 @@ def main() -> None:
     t("torch.cuda.synchronize() (idle GPU)", torch.cuda.synchronize)
     t("dequantize(layer) + synchronize", lambda: (nf4kernel.dequantize(layer), torch.cuda.synchronize()), n=500)
     t("raw cuLaunchKernel + synchronize", lambda: (launch_kernel(*raw), torch.cuda.synchronize()), n=500)
-    empty = torch.empty(1, device="cuda")
     t("empty.zero_() (a torch kernel) + synchronize", lambda: (empty.zero_(), torch.cuda.synchronize()), n=500)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     start.record()
