@@ -169,9 +169,9 @@ TRITON_LOCK = threading.RLock()
 
 # --- Tile shape -----------------------------------------------------------------------------------
 # Speed only: every choice is bit-exact, on every GPU. A tile gives each thread 16 output bytes (one
-# 128-bit store) from the packed bytes it loaded itself, so no value crosses threads between load and
-# store. Picked by nf4kernel.harness.sweep on an H200 (benchmarks/results/sweep-h200.json): large
-# weights stream best through small programs that evict early; smaller ones with 4 warps.
+# 128-bit store) times ``vector``, from the packed bytes it loaded itself, so no value crosses threads
+# between load and store. Picked by nf4kernel.harness.sweep on an H200: large weights stream best
+# through small programs that store 64 bytes per thread and evict early; smaller ones with 4 warps.
 #
 # On GPUs it was not tuned on (a T4, an A10, an L4, ...) the same table applies: the results are the
 # same bits, and the speed is whatever these choices give there (CI compiles every row for sm_75 to
@@ -183,9 +183,11 @@ TRITON_LOCK = threading.RLock()
 # (read once per process, at the first GPU launch; see gpu_tiles).
 GPU_TILES = (
     # (packed bytes at least, num_warps, tiles per program, eviction policy, 16-byte stores per thread)
-    (16 << 20, 2, 1, "evict_first", 4),  # 14336x4096 bf16: 37.77 us, 94.0% of copy (38.54 us before)
-    (8 << 20, 4, 1, "", 4),  # 8192x2048 fp16: 10.56 us, 96.1% of copy
-    (0, 4, 2, "", 1),  # 4096x1024 bf16: 3.37 us, 75.2% of copy (too small to fill the GPU)
+    # Measured per row (kernel only, graph-replayed; benchmarks/results/issue10/sweep-h200.json, and
+    # the run before it, whose log is in issue10/README.md): the two H200s differed by up to 6%.
+    (16 << 20, 2, 1, "evict_first", 4),  # 14336x4096 bf16: 38.05 us, 92.9% of copy (37.77 us, 94.0%)
+    (8 << 20, 4, 1, "", 4),  # 8192x2048 fp16: 11.19 us, 90.2% of copy (10.56 us, 96.1%)
+    (0, 4, 2, "", 1),  # 4096x1024 bf16: 3.86 us (3.37 us): too small to fill the GPU, any tile does
 )
 TILES_ENV = "NF4KERNEL_TILES"
 EVICTS = ("", "evict_first", "evict_last")
