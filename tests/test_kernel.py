@@ -173,6 +173,21 @@ def test_a_sweep_tunes_the_table(tiles_env, tmp_path):
     assert K.tile_shape(1024, 64, 2, interpreted=True).num_warps == 1  # the interpreter's own
 
 
+def test_a_sweep_with_stores_per_thread_sets_the_tile(tiles_env, tmp_path):
+    # A sweep that tried several 16-byte stores per thread ("vector"): the fastest one's count is used,
+    # and the tile holds that many times the packed bytes of one store per thread.
+    path = tmp_path / "tiles.json"
+    results = [
+        {"shape": [14336, 4096], "num_warps": 2, "iters": 1, "evict": "evict_first", "vector": 4, "us": 38.0},
+        {"shape": [14336, 4096], "num_warps": 2, "iters": 1, "evict": "evict_first", "vector": 1, "us": 39.0},
+    ]
+    path.write_text(json.dumps({"results": results}))
+    tiles_env(path)
+    assert K.gpu_tiles() == ((0, 2, 1, "evict_first", 4),)
+    tile = K.tile_shape(14336 * 4096 // 2, 64, 2, interpreted=False)
+    assert (tile.vector, tile.rows * tile.cols) == (4, 4 * 4 * 32 * 2)  # bf16: 4 packed bytes per store
+
+
 @pytest.mark.parametrize(
     "content,problem",
     [
