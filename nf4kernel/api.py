@@ -37,10 +37,10 @@ def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch
     bitsandbytes decides). ``out=`` writes into a contiguous buffer of that shape, dtype and device
     that shares no memory with ``W`` or its state (torch's ``out=`` rules; see the module docstring).
     """
-    packed, state = unwrap(W, quant_state)
     if _is_compiling():
+        packed, state = unwrap(W, quant_state)
         return _traced(packed, state, out)
-    return launch_cache.dequantize(packed, state, out)
+    return launch_cache.dequantize(W, quant_state, out)
 
 
 def fast_dequantize(W, quant_state=None, out: torch.Tensor | None = None) -> torch.Tensor:

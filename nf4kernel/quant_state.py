@@ -100,7 +100,7 @@ def tensors_of(packed: torch.Tensor, state) -> Tensors4bit:
 def unwrap(W, quant_state=None):
     """(packed tensor, QuantState) from a ``Linear4bit``, a ``Params4bit`` or a tensor plus its state."""
     if isinstance(W, torch.nn.Module):
-        weight = getattr(W, "weight", None)
+        weight = module_weight(W)
         if not isinstance(weight, torch.Tensor):
             raise TypeError(f"nf4kernel: the module {type(W).__name__} has no 4-bit weight tensor")
         W = weight
@@ -114,6 +114,29 @@ def unwrap(W, quant_state=None):
                 "quantized (moved to a device)"
             )
     return W, quant_state
+
+
+_Module = torch.nn.Module
+
+
+def module_weight(module):
+    """``getattr(module, "weight", None)``, with a shortcut. ``Module.__getattr__`` is Python code, a
+    third of a planned call's unwrapping; where plain attribute lookup can't find ``weight`` (not
+    in the instance's dict, not on the class) and the class keeps torch's lookup hooks, that
+    lookup would end in the parameter table, so read the table."""
+    attributes = module.__dict__
+    parameters = attributes.get("_parameters")
+    if parameters is not None and "weight" not in attributes:
+        weight = parameters.get("weight")
+        cls = type(module)
+        if (
+            weight is not None
+            and cls.__getattr__ is _Module.__getattr__
+            and cls.__getattribute__ is _Module.__getattribute__
+            and not hasattr(cls, "weight")
+        ):
+            return weight
+    return getattr(module, "weight", None)
 
 
 def _tensor(state, name, value, dtype, numel, device) -> torch.Tensor:

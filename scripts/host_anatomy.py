@@ -53,6 +53,9 @@ def main() -> None:
     t("dequantize(layer)", lambda: nf4kernel.dequantize(layer))
     t("dequantize(W, out=out)", lambda: nf4kernel.dequantize(W, out=out))
     t("launch_cache.dequantize(W, state, None)", lambda: launch_cache.dequantize(W, state, None))
+    # The floor under any of it: allocate and launch the planned kernel, with no check at all.
+    allocate, fast = plan.allocate, plan.fast
+    t("floor: allocate() + fast(stream, pointer), no checks", lambda: fast(stream, allocate().data_ptr()))
 
     print("--- the launch")
     tensors, layout = quant_state.read(W, state)
