@@ -37,7 +37,7 @@ def bare_impl(layers) -> callable:
         plan = launch_cache._PLANS[id(layer.weight.quant_state)]
         if plan.fast is None:
             raise SystemExit("this Triton's launcher can't be called directly: no bare floor to time")
-        table[id(layer)] = (plan.allocate, plan.fast)
+        table[id(layer)] = (plan.allocate_here, plan.fast)
 
     def bare(layer):
         allocate, fast = table[id(layer)]
@@ -98,7 +98,7 @@ def main(argv=None) -> int:
     print(f"{'':12s}" + "".join(f"{mlp.label:>22s}" for mlp in mlps) + f"{'ratio over unsloth':>26s}")
     for name in impls:
         per_mlp = [statistics.median(r[i] for r in times[name]) / calls * 1e6 for i in range(len(mlps))]
-        ratios = [sum(u) / sum(o) for u, o in zip(times["unsloth"], times[name])]
+        ratios = [sum(u) / sum(o) for u, o in zip(times["unsloth"], times[name], strict=True)]
         ratio = f"{statistics.median(ratios):.3f}x ({min(ratios):.3f}-{max(ratios):.3f})"
         print(f"{name:12s}" + "".join(f"{us:22.2f}" for us in per_mlp) + f"{ratio:>26s}")
     return 0

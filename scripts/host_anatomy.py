@@ -54,8 +54,8 @@ def main() -> None:
     t("dequantize(W, out=out)", lambda: nf4kernel.dequantize(W, out=out))
     t("launch_cache.dequantize(W, state, None)", lambda: launch_cache.dequantize(W, state, None))
     # The floor under any of it: allocate and launch the planned kernel, with no check at all.
-    allocate, fast = plan.allocate, plan.fast
-    t("floor: allocate() + fast(stream, pointer), no checks", lambda: fast(stream, allocate().data_ptr()))
+    allocate, fast = plan.allocate_here, plan.fast
+    t("floor: allocate_here() + fast(stream, pointer), no checks", lambda: fast(stream, allocate().data_ptr()))
 
     print("--- the launch")
     tensors, layout = quant_state.read(W, state)
@@ -143,6 +143,7 @@ def main() -> None:
     print("--- allocation")
     shape, stride = tuple(state.shape), torch.empty(state.shape, device="meta").stride()
     t("plan.allocate()  (partial(torch.empty_strided))", plan.allocate)
+    t("plan.allocate_here()  (partial(Inductor's _empty_strided_cuda))", plan.allocate_here)
     t(
         "torch.empty_strided(shape, stride, dtype, device)",
         lambda: torch.empty_strided(shape, stride, dtype=torch.bfloat16, device="cuda"),

@@ -51,6 +51,8 @@ t("  unwrap", lambda: quant_state.unwrap(layer, None))
 t("  key_of", lambda: launch_cache.key_of(W, state))
 t("  key == plan.key", lambda: key == plan.key)
 t("  allocate (empty_strided)", plan.allocate)
+if hasattr(plan, "allocate_here"):
+    t("  allocate_here (Inductor's)", plan.allocate_here)
 t("  accepts(out)", lambda: plan.accepts(out))
 if takes_pointer:
     t("  bump_version(out)", lambda: launch_cache.bump_version(out))
