@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PLANTS = {"2x": 2, "25pct": 3}  # the direct launch's calls in the planned path, once planted
+PLANTS = ("2x", "25pct")  # every planned launch twice; one in two twice
 
 
 def _launch_calls(source: str) -> int:
@@ -33,7 +33,7 @@ def test_the_unplanted_planned_path_launches_once():
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="needs git to apply the patches")
-@pytest.mark.parametrize("plant", sorted(PLANTS))
+@pytest.mark.parametrize("plant", PLANTS)
 def test_a_planted_slowdown_applies_and_adds_launches_to_the_planned_path(tmp_path, plant):
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
     patch = ROOT / "benchmarks" / "results" / f"plant-{plant}-slowdown.patch"
@@ -42,4 +42,4 @@ def test_a_planted_slowdown_applies_and_adds_launches_to_the_planned_path(tmp_pa
     subprocess.run(["git", "apply", str(patch)], cwd=tmp_path, check=True)
     source = (tmp_path / "nf4kernel" / "launch_cache.py").read_text()
     compile(source, "launch_cache.py", "exec")
-    assert _launch_calls(source) == PLANTS[plant]
+    assert _launch_calls(source) == 2  # a second direct launch, always or every other call
