@@ -98,6 +98,14 @@ for step in "$@"; do
           PYTHONPATH=/tmp/site:$PWD/$tree python3 scripts/host_breakdown.py
         done
       done 2>&1 | tee "$OUT/host-cost.txt" ;;
+    anatomy) python3 scripts/host_anatomy.py 2>&1 | tee "$OUT/host-anatomy.txt" ;;
+    ceiling) timed python3 scripts/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
+    gate3)
+      for i in 1 2 3; do
+        python3 -m nf4kernel.harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        echo "gate run $i exit $?" | tee -a "$OUT/gate3.log"
+      done
+      grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 12 ;;
     perf) python3 -m nf4kernel.harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
   esac

@@ -182,6 +182,32 @@ def test_every_planned_launch_path_is_exact(monkeypatch, path):
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for the direct launch's own allocation")
+@pytest.mark.parametrize("mode", ["grad", "no_grad", "inference_mode"])
+def test_a_planned_output_is_the_tensor_torch_empty_would_give(mode):
+    # The direct launch allocates with Inductor's _empty_strided_cuda (no argument parser, no
+    # dispatcher): the tensor must be what torch.empty_strided gives in the same mode.
+    packed, state = make_weight((1024, 4096 + 32), device="cuda")
+    expected = bnb_dequantize(packed, state)
+    nf4kernel.dequantize(packed, state)
+    plan = launch_cache._PLANS[id(state)]
+    allocations = []
+    allocate_here = plan.allocate_here
+    plan.allocate_here = lambda: allocations.append(1) or allocate_here()
+    context = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
+    with context():
+        got = nf4kernel.dequantize(packed, state)
+        reference = torch.empty_strided(expected.shape, expected.stride(), dtype=expected.dtype, device="cuda")
+    assert allocations == [1]
+    assert torch.equal(got, expected)
+    for read in ("shape", "dtype", "device", "requires_grad", "is_leaf", "grad_fn"):
+        assert getattr(got, read) == getattr(reference, read), read
+    assert got.stride() == reference.stride() and got.is_contiguous()
+    assert got.is_inference() == reference.is_inference() == (mode == "inference_mode")
+    assert got.untyped_storage().nbytes() == reference.untyped_storage().nbytes()
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU to move a weight between devices")
 def test_weight_moved_between_devices(checked_calls):
     packed, state = make_weight((64, 128), device="cuda")
