@@ -5,11 +5,13 @@ python scripts/challenge_ceiling.py [--rounds 7]
 Challenge A synchronizes after every call, so each call costs host work + launch latency + kernel +
 synchronize, and only the host work before the launch is ours to cut. This script times, in the
 gate's interleaved rounds (``workload.interleaved_rounds``), beside ``nf4kernel.dequantize`` and
-Unsloth's ``fast_dequantize``, two implementations that are *not* products, only floors:
+Unsloth's ``fast_dequantize``, three implementations that are *not* products, only floors:
 
 * ``bare``: the planned kernel with no check at all: allocate the output and call Triton's C
   launcher with prebuilt arguments (what a plan does after its checks). The least host work any
   Python API that returns a fresh tensor from one kernel can do.
+* ``bare+key``: ``bare`` after reading and comparing the launch cache's key (``launch_cache.key_of``,
+  the checks that keep a plan valid): what those checks cost in this loop.
 * ``graph``: one CUDA graph per weight, replayed into one fixed output: no allocation, and the
   cheapest launch CUDA offers. Unsafe as an API (every call returns the same buffer).
 
@@ -48,6 +50,19 @@ def bare_impl(layers) -> callable:
     return bare
 
 
+def keyed_impl(layers, bare) -> callable:
+    keys = {id(layer): launch_cache.key_of(layer.weight, layer.weight.quant_state) for layer in layers}
+    key_of = launch_cache.key_of
+
+    def keyed(layer):
+        weight = layer._parameters["weight"]
+        if key_of(weight, weight.quant_state) != keys[id(layer)]:
+            raise RuntimeError("the weight changed")
+        return bare(layer)
+
+    return keyed
+
+
 def graph_impl(layers) -> callable:
     table = {}
     side = torch.cuda.Stream()
@@ -77,15 +92,17 @@ def main(argv=None) -> int:
 
     mlps = workload.challenge_a()
     layers = [layer for mlp in mlps for layer in mlp.layers]
+    bare = bare_impl(layers)
     impls = {
         "nf4kernel": workload.nf4kernel_impl(),
-        "bare": bare_impl(layers),
+        "bare+key": keyed_impl(layers, bare),
+        "bare": bare,
         "graph": graph_impl(layers),
         "unsloth": workload.unsloth_impl(),
     }
     for layer in layers:
         expected = nf4kernel.dequantize(layer)
-        for name in ("bare", "graph", "unsloth"):
+        for name in ("bare+key", "bare", "graph", "unsloth"):
             got = impls[name](layer)
             torch.cuda.synchronize()
             if not torch.equal(got, expected):
