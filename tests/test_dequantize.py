@@ -74,6 +74,54 @@ def test_params4bit_and_linear4bit(device, dtype):
     assert torch.equal(out, expected)
 
 
+def _linear4bit(device, seed):
+    import bitsandbytes as bnb
+
+    torch.manual_seed(seed)
+    layer = bnb.nn.Linear4bit(
+        64, 48, bias=False, compute_dtype=torch.bfloat16, compress_statistics=True, quant_type="nf4"
+    )
+    layer = layer.to(device)
+    layer.weight.quant_state.dtype = torch.bfloat16
+    return layer
+
+
+def test_a_modules_weight_is_what_getattr_gives(device):
+    # The planned call reads a module's weight from its parameter table, past Module.__getattr__, only
+    # where plain lookup could find nothing else: a class attribute or a __getattr__ of its own answers
+    # first, as it does for getattr. Each call twice: the checked path, then the planned one.
+    import bitsandbytes as bnb
+
+    from nf4kernel.quant_state import module_weight
+
+    other = _linear4bit(device, 1)
+
+    class WeightProperty(bnb.nn.Linear4bit):
+        @property
+        def weight(self):  # a class attribute: lookup never reaches the parameter table
+            return other.weight
+
+    class OwnGetattr(bnb.nn.Linear4bit):
+        def __getattr__(self, name):  # asked before the parameter table, as Module's own would be
+            return other.weight if name == "weight" else super().__getattr__(name)
+
+    for cls in (WeightProperty, OwnGetattr):
+        layer = _linear4bit(device, 2)  # its own weight stays in its parameter table
+        layer.__class__ = cls
+        assert "weight" in layer._parameters
+        assert module_weight(layer) is getattr(layer, "weight", None) is other.weight
+        expected = bnb_dequantize(other.weight, other.weight.quant_state)
+        for _ in range(2):
+            assert torch.equal(nf4kernel.dequantize(layer), expected)
+
+    plain = _linear4bit(device, 3)
+    assert module_weight(plain) is plain.weight
+    del plain.weight  # no parameter left: the module has no 4-bit weight
+    assert module_weight(plain) is None
+    with pytest.raises(TypeError, match="has no 4-bit weight tensor"):
+        nf4kernel.dequantize(plain)
+
+
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=str)
 def test_transposed_packed_weight_returns_transposed(device, dtype):
     packed, state = make_weight((48, 80), dtype, device=device)

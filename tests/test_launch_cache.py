@@ -181,6 +181,29 @@ def test_every_planned_launch_path_is_exact(monkeypatch, path):
         assert (plan.fast is None) == (path == "triton-jit")
 
 
+@pytest.mark.parametrize("inductor", [True, False], ids=["inductor-allocator", "no-inductor-allocator"])
+def test_a_cuda_plan_allocates_with_inductors_allocator_where_torch_has_it(monkeypatch, inductor):
+    # Only the plan's choice (nothing is allocated, so no GPU needed): Inductor's allocator on the
+    # current device where this torch has it, torch.empty_strided for the plan's device otherwise;
+    # a CPU plan always takes torch.empty_strided.
+    from nf4kernel.quant_state import Layout
+
+    def fake(*args):  # stands in for torch._C._dynamo.guards._empty_strided_cuda
+        raise AssertionError("nothing is allocated here")
+
+    monkeypatch.setattr(launch_cache, "_empty_strided_here", fake if inductor else None)
+    layout = Layout(torch.Size((48, 64)), torch.bfloat16, 64, 256, 48 * 64, 48, False)
+    cuda = launch_cache.Plan(None, (), layout, torch.device("cuda", 0), None, ())
+    assert cuda.allocate.func is torch.empty_strided and cuda.allocate.keywords["device"] == torch.device("cuda", 0)
+    if inductor:
+        assert cuda.allocate_here.func is fake
+        assert cuda.allocate_here.args == ((48, 64), (64, 1), torch.bfloat16)
+    else:
+        assert cuda.allocate_here is cuda.allocate
+    cpu = launch_cache.Plan(None, (), layout, torch.device("cpu"), None, ())
+    assert cpu.allocate_here is cpu.allocate
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for the direct launch's own allocation")
 @pytest.mark.parametrize("mode", ["grad", "no_grad", "inference_mode"])
