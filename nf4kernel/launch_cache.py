@@ -382,9 +382,11 @@ def dequantize(W, quant_state, out):
     device and stream. What it can't serve that way goes to ``Plan.launch`` (another device, launch
     hooks set) or to the checked path (no plan, a changed key, an ``out`` it refuses, bad input)."""
     packed = module_weight(W) if isinstance(W, _Module) else W
-    state = getattr(packed, "quant_state", None) if quant_state is None else quant_state
-    plan = _PLANS.get(id(state))
-    if plan is not None and plan.state_ref() is state and isinstance(packed, torch.Tensor):
+    plan = state = None
+    if isinstance(packed, torch.Tensor):  # anything else: the checked path says what it is
+        state = getattr(packed, "quant_state", None) if quant_state is None else quant_state
+        plan = _PLANS.get(id(state))
+    if plan is not None and plan.state_ref() is state:
         try:
             unchanged = key_of(packed, state) == plan.key
         except Exception:  # something the plan read is gone or is not what it was: the checked path says what

@@ -34,8 +34,40 @@ def _without(state, name):
     return state
 
 
+class _NotATensor:
+    """Carries a 4-bit weight's state (``quant_state``) without being a tensor, as a mistaken
+    wrapper would: the call must say that W is not a tensor, whatever the attribute does."""
+
+    def __init__(self, state=None):
+        self._state = state
+
+    @property
+    def quant_state(self):
+        if self._state is None:
+            raise RuntimeError("a wrapper's own failure")
+        return self._state
+
+
+def _planned_state(device):
+    packed, state = _weight(device)
+    nf4kernel.dequantize(packed, state)  # planned: the fast path would find this state's plan
+    return state
+
+
 # (case id, builder(device) -> (callable, objects to check unmodified), exception, message pattern)
 BAD_INPUTS = [
+    (
+        "W is not a tensor but carries a planned state",
+        lambda d: (None, lambda: nf4kernel.dequantize(_NotATensor(_planned_state(d)))),
+        TypeError,
+        "W must be a packed 4-bit tensor",
+    ),
+    (
+        "W is not a tensor and its quant_state raises",
+        lambda d: (None, lambda: nf4kernel.dequantize(_NotATensor())),
+        TypeError,
+        "W must be a packed 4-bit tensor",
+    ),
     ("no quant state", lambda d: ((p := _weight(d)[0]), lambda: nf4kernel.dequantize(p)), ValueError, "no quant state"),
     (
         "W is not a tensor",
