@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
@@ -49,7 +50,14 @@ def dequantize_4bit_kernel(
     WIDE: tl.constexpr,  # offsets need 64 bits
     BF16_RNE: tl.constexpr,  # round fp32 -> bf16 by hand: the interpreter's cast truncates
     EVICT: tl.constexpr,  # eviction policy for the streamed weight and output ("" or "evict_first")
+    PDL: tl.constexpr,  # programmatic dependent launch (sm_90 on), being measured: 0 off; see PDL_MODES
 ):
+    if PDL:
+        # Before any memory access: the kernel before this one on the stream may have written what
+        # this one reads, or read what it writes; wait until it is done and its writes are visible.
+        gdc_wait()
+        if PDL == 2:
+            gdc_launch_dependents()  # the next launch may be scheduled once every program got here
     SEGMENTS: tl.constexpr = BLOCKSIZE // 2 // COLS  # segments per quantization block
     packed_ptr = packed_ptr.to(tl.pointer_type(tl.uint8))
     # The codebook lives in registers/shared memory: a gather from it keeps every value in the
@@ -85,6 +93,8 @@ def dequantize_4bit_kernel(
             result = vals.to(out_ptr.dtype.element_ty)
 
         tl.store(out_ptr + elem, result, mask=elem_ok, eviction_policy=EVICT)
+    if PDL == 3:
+        gdc_launch_dependents()  # the next launch may be scheduled once every program stored its tiles
 
 
 @triton.jit
@@ -267,6 +277,13 @@ def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
     if vector not in (1, 2, 4, 8):
         raise ValueError(f"nf4kernel: {source}: vector must be 1, 2, 4 or 8, got {vector!r}")
     return num_warps, iters, evict, vector
+
+
+# Programmatic dependent launch, measured by scripts/pdl_probe.py (issue 10, item 7: the gap between
+# back-to-back launches): 0 off (what every launch uses); 1 wait, the next launch scheduled as this
+# one's programs exit; 2 wait, then let the next launch be scheduled at once; 3 wait, and let it be
+# scheduled once this program's stores are issued. Launched with ``launch_pdl=True`` where non-zero.
+PDL_MODES = (0, 1, 2, 3)
 
 
 def launch_options(num_warps: int) -> dict:

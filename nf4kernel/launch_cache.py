@@ -14,7 +14,10 @@ argument, about as long as the kernel runs), so a plan keeps what the first call
   with the one the plan was made for. A tensor replaced, moved, re-quantized or swapped for a view
   of the same memory with another dtype, length or layout, or a list ``shape`` changed in place,
   gives another key: the call takes the checked path, which raises what a fresh state would or
-  makes a new plan.
+  makes a new plan. Where torch has dynamo's C++ tensor check, a call first tries the *quick key*
+  (``unchanged``): one C++ call checks every tensor's metadata, at least what the key holds of it,
+  and only the pointers and the state's fields are read in Python; it passes only where the key
+  would.
 * An ``out=`` buffer is checked on every call: the plan's launch takes only one of the planned
   dtype, shape and device, contiguous, 16-byte aligned, sharing no byte with the weight or its
   state, and writable under torch's autograd rules; anything else takes the checked path.
@@ -59,10 +62,15 @@ _Module = torch.nn.Module
 _plain_tensors = torch._C.DisableTorchFunctionSubclass
 
 _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+_dynamo_guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
 # What Inductor's generated code allocates with: ``torch.empty_strided`` on the current CUDA device
 # without the argument parser and the dispatcher (half of ``empty_strided``'s host cost; the same
 # caching allocator and stream, the same tensor). Where this torch lacks it, ``empty_strided``.
-_empty_strided_here = getattr(getattr(getattr(torch._C, "_dynamo", None), "guards", None), "_empty_strided_cuda", None)
+_empty_strided_here = getattr(_dynamo_guards, "_empty_strided_cuda", None)
+# What torch.compile checks its input tensors with before it reuses compiled code: one C++ call for
+# the Python type, dtype, device, sizes, strides, requires_grad and dispatch keys of several tensors
+# (see ``tensor_guard``). Where this torch lacks it, every call reads the whole key.
+_TensorGuards = getattr(_dynamo_guards, "TensorGuards", None)
 _current_device = getattr(torch._C, "_cuda_getDevice", None)
 _runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
 # Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.launch).
@@ -136,6 +144,81 @@ POINTERS = {
 }
 
 
+def tensor_guard(packed: torch.Tensor, state):
+    """``check(*tensors)``: True while the weight and the state's tensors (in the kernel's order: the
+    weight, absmax, code, then code2, absmax2, offset where nested) each keep the Python type,
+    dtype, device, sizes, strides and requires_grad they have now, and their dispatch keys under
+    the calling thread's modes (inference mode and autocast change those, see ``unchanged``). That
+    is at least what ``key_of`` reads of each tensor besides its pointer, in one call into C++
+    instead of about 20 (dynamo's ``TensorGuards``, which holds no tensor). None where this torch
+    lacks it or refuses these tensors: then the plan compares whole keys."""
+    if _TensorGuards is None:
+        return None
+    try:
+        tensors = (packed, state.absmax, state.code)
+        if state.nested:
+            tensors += (state.state2.code, state.state2.absmax, state.offset)
+        check = _TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        return check if check(*tensors) is True else None
+    except Exception:  # a private API: any refusal means "no guard", never a failed call
+        return None
+
+
+def quick_key(packed: torch.Tensor, state, check) -> tuple | None:
+    """With ``check`` (``tensor_guard``) passing: the tensors' pointers and the state's fields that
+    ``key_of`` holds; None where the check fails. Equal quick keys (with the check passing) mean
+    equal keys: the check covers each tensor's dtype, element count and contiguity (its sizes and
+    strides) and the weight's shape; the rest is read as ``key_of`` reads it."""
+    with _plain_tensors():
+        absmax, code = state.absmax, state.code
+        if state.nested:
+            state2, offset = state.state2, state.offset
+            code2, absmax2 = state2.code, state2.absmax
+            if not check(packed, absmax, code, code2, absmax2, offset):
+                return None
+            return (
+                packed.data_ptr(),
+                absmax.data_ptr(),
+                code.data_ptr(),
+                code2.data_ptr(),
+                absmax2.data_ptr(),
+                offset.data_ptr(),
+                _shape_key(state.shape),
+                state.dtype,
+                state.blocksize,
+                state.quant_type,
+                state2.blocksize,
+            )
+        if not check(packed, absmax, code):
+            return None
+        return (
+            packed.data_ptr(),
+            absmax.data_ptr(),
+            code.data_ptr(),
+            _shape_key(state.shape),
+            state.dtype,
+            state.blocksize,
+            state.quant_type,
+        )
+
+
+def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
+    """Whether ``plan`` still holds for this weight: its quick key where it has one (about half the
+    host time of the whole key: ``scripts/host_breakdown.py``), else, or where the quick key
+    differs, the whole key. The check fails also where only the calling thread's modes changed the
+    tensors' dispatch keys (a plan made outside autocast, called inside it), or a size-1 dimension's
+    stride: where the whole key still matches, the check is made again for what the tensors are
+    now, so the next such call is quick again. Raises what reading the state raises."""
+    check = plan.check
+    if check is not None and quick_key(packed, state, check) == plan.quick:
+        return True
+    if key_of(packed, state) != plan.key:
+        return False
+    if check is not None:
+        plan.check = tensor_guard(packed, state)  # None where refused now: whole keys from then on
+    return True
+
+
 def _shape_key(shape):
     # bitsandbytes' torch.Size is immutable: kept as it is (one type check). Anything else is copied
     # as ints each call: a list changed in place after the plan was made must not still match it.
@@ -187,6 +270,7 @@ def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[in
         "WIDE": grid[0] * 2 * t.bytes >= 2**31,
         "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
         "EVICT": t.evict,
+        "PDL": 0,
     }
     return grid, t, constexprs
 
@@ -276,6 +360,7 @@ class Plan:
     __slots__ = (
         "allocate",
         "allocate_here",
+        "check",
         "device",
         "device_index",
         "ends",
@@ -283,13 +368,17 @@ class Plan:
         "key",
         "layout",
         "out_bytes",
+        "quick",
         "starts",
         "state_ref",
         "transposed",
     )
 
-    def __init__(self, state_ref, key, layout: Layout, device: torch.device, fast, reads):
+    def __init__(self, state_ref, key, layout: Layout, device: torch.device, fast, reads, check=None, quick=None):
         self.key = key
+        # The quick key and the tensor check it passed with (``unchanged``); None: whole keys only.
+        self.check = check if quick is not None else None
+        self.quick = quick
         self.layout = layout
         self.device = device
         self.device_index = device.index
@@ -388,10 +477,10 @@ def dequantize(W, quant_state, out):
         plan = _PLANS.get(id(state))
     if plan is not None and plan.state_ref() is state:
         try:
-            unchanged = key_of(packed, state) == plan.key
+            same = unchanged(packed, state, plan)
         except Exception:  # something the plan read is gone or is not what it was: the checked path says what
-            unchanged = False
-        if unchanged:
+            same = False
+        if same:
             fast, index = plan.fast, plan.device_index
             direct = fast is not None and _current_device() == index and not _hooks_active()
             if out is None:
@@ -434,5 +523,7 @@ def _checked(packed: torch.Tensor, state, out):
     # A plan's launches assume the alignment this one was compiled for.
     if state_ref is not None and out.data_ptr() % 16 == 0:
         fast = direct_launcher(compiled, grid[0], layout, constexprs, key)
-        _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors))
+        check = tensor_guard(packed, state)
+        quick = None if check is None else quick_key(packed, state, check)
+        _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors), check, quick)
     return out.t() if layout.transposed else out

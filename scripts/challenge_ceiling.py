@@ -10,8 +10,10 @@ Unsloth's ``fast_dequantize``, three implementations that are *not* products, on
 * ``bare``: the planned kernel with no check at all: allocate the output and call Triton's C
   launcher with prebuilt arguments (what a plan does after its checks). The least host work any
   Python API that returns a fresh tensor from one kernel can do.
-* ``bare+key``: ``bare`` after reading and comparing the launch cache's key (``launch_cache.key_of``,
-  the checks that keep a plan valid): what those checks cost in this loop.
+* ``bare+key``: ``bare`` after reading and comparing the launch cache's whole key
+  (``launch_cache.key_of``, the checks that keep a plan valid): what those checks cost in this loop.
+* ``bare+quick``: ``bare`` after the check a planned call makes now (``launch_cache.unchanged``:
+  the quick key, where torch has dynamo's tensor check).
 * ``graph``: one CUDA graph per weight, replayed into one fixed output: no allocation, and the
   cheapest launch CUDA offers. Unsafe as an API (every call returns the same buffer).
 
@@ -63,6 +65,19 @@ def keyed_impl(layers, bare) -> callable:
     return keyed
 
 
+def quick_impl(layers, bare) -> callable:
+    plans = {id(layer): launch_cache._PLANS[id(layer.weight.quant_state)] for layer in layers}
+    unchanged = launch_cache.unchanged
+
+    def quick(layer):
+        weight = layer._parameters["weight"]
+        if not unchanged(weight, weight.quant_state, plans[id(layer)]):
+            raise RuntimeError("the weight changed")
+        return bare(layer)
+
+    return quick
+
+
 def graph_impl(layers) -> callable:
     table = {}
     side = torch.cuda.Stream()
@@ -96,13 +111,14 @@ def main(argv=None) -> int:
     impls = {
         "nf4kernel": workload.nf4kernel_impl(),
         "bare+key": keyed_impl(layers, bare),
+        "bare+quick": quick_impl(layers, bare),
         "bare": bare,
         "graph": graph_impl(layers),
         "unsloth": workload.unsloth_impl(),
     }
     for layer in layers:
         expected = nf4kernel.dequantize(layer)
-        for name in ("bare+key", "bare", "graph", "unsloth"):
+        for name in ("bare+key", "bare+quick", "bare", "graph", "unsloth"):
             got = impls[name](layer)
             torch.cuda.synchronize()
             if not torch.equal(got, expected):

@@ -98,6 +98,7 @@ for step in "$@"; do
           PYTHONPATH=/tmp/site:$PWD/$tree python3 scripts/host_breakdown.py
         done
       done 2>&1 | tee "$OUT/host-cost.txt" ;;
+    pdl) timed python3 scripts/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
     anatomy) python3 scripts/host_anatomy.py 2>&1 | tee "$OUT/host-anatomy.txt" ;;
     ceiling) timed python3 scripts/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)

@@ -138,7 +138,7 @@ def main() -> None:
     t("layer.weight (Module __getattr__)", lambda: layer.weight)
     t("layer._parameters['weight']", lambda: layer._parameters["weight"])
     t("W.quant_state", lambda: W.quant_state)
-    _tensor_guards(W, state)
+    _quick_key(W, state, plan)
 
     print("--- allocation")
     shape, stride = tuple(state.shape), torch.empty(state.shape, device="meta").stride()
@@ -173,25 +173,19 @@ def _enter_exit() -> None:
         pass
 
 
-def _tensor_guards(W, state) -> None:
-    """Dynamo's C++ tensor guard: checks dtype, device, sizes and strides of many tensors in one call."""
-    try:
-        from torch._C._dynamo.guards import TensorGuards
-
-        tensors = [
-            W.as_subclass(torch.Tensor),
-            state.absmax,
-            state.code,
-            state.state2.code,
-            state.state2.absmax,
-            state.offset,
-        ]
-        n = len(tensors)
-        guards = TensorGuards(*tensors, dynamic_dims_sizes=[None] * n, dynamic_dims_strides=[None] * n)
-        print("TensorGuards.check:", guards.check(*tensors))
-        t("TensorGuards.check(6 tensors)", lambda: guards.check(*tensors))
-    except Exception as error:  # a private API: report and go on
-        print(f"TensorGuards unavailable: {type(error).__name__}: {error}")
+def _quick_key(W, state, plan) -> None:
+    """The check a planned call makes (``launch_cache.unchanged``): the quick key where torch has
+    dynamo's C++ tensor check (TensorGuards; an earlier version of this script passed it lists for
+    ``dynamic_dims_*``, which it refuses: None is what it takes), else the whole key."""
+    print(f"quick key: {getattr(plan, 'check', None) is not None}")
+    if not hasattr(launch_cache, "unchanged"):
+        return
+    t("unchanged(W, state, plan)", lambda: launch_cache.unchanged(W, state, plan))
+    if plan.check is not None:
+        t("quick_key(W, state, check)", lambda: launch_cache.quick_key(W, state, plan.check))
+        tensors = (W, state.absmax, state.code, state.state2.code, state.state2.absmax, state.offset)
+        t("the tensor check alone (6 tensors)", lambda: plan.check(*tensors))
+        t("quick_key == plan.quick", lambda: plan.quick == plan.quick)
 
 
 if __name__ == "__main__":

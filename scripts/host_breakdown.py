@@ -50,6 +50,13 @@ t("dequantize(W, out=out)", lambda: nf4kernel.dequantize(W, out=out))
 t("  unwrap", lambda: quant_state.unwrap(layer, None))
 t("  key_of", lambda: launch_cache.key_of(W, state))
 t("  key == plan.key", lambda: key == plan.key)
+if hasattr(launch_cache, "unchanged"):
+    print(f"  quick key: {plan.check is not None}")
+    t("  unchanged (what a planned call checks)", lambda: launch_cache.unchanged(W, state, plan))
+    if plan.check is not None:
+        t("    quick_key", lambda: launch_cache.quick_key(W, state, plan.check))
+        tensors = (W, state.absmax, state.code, state.state2.code, state.state2.absmax, state.offset)
+        t("      the tensor check alone", lambda: plan.check(*tensors))
 t("  allocate (empty_strided)", plan.allocate)
 if hasattr(plan, "allocate_here"):
     t("  allocate_here (Inductor's)", plan.allocate_here)

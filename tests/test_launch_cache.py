@@ -32,6 +32,32 @@ def checked_calls(monkeypatch):
     return calls
 
 
+@pytest.fixture(params=["quick key", "whole key"])
+def keys(request, monkeypatch):
+    """Plans made with the quick key (dynamo's tensor check, where torch has it), or with whole keys
+    only (a torch without it): every case below must be seen either way."""
+    if request.param == "whole key":
+        monkeypatch.setattr(launch_cache, "_TensorGuards", None)
+    elif launch_cache._TensorGuards is None:
+        pytest.skip("this torch has no torch._C._dynamo.guards.TensorGuards: plans compare whole keys")
+    return request.param
+
+
+@pytest.fixture
+def whole_keys(monkeypatch):
+    """How many times the whole key was read: once where a plan is made, then by a planned call
+    whose quick key is missing or fails."""
+    calls = []
+    key_of = launch_cache.key_of
+
+    def counting_key_of(*args):
+        calls.append(args)
+        return key_of(*args)
+
+    monkeypatch.setattr(launch_cache, "key_of", counting_key_of)
+    return calls
+
+
 def test_repeated_calls_reuse_the_plan(device, checked_calls):
     packed, state = make_weight((64, 128), device=device)
     expected = bnb_dequantize(packed, state)
@@ -46,7 +72,7 @@ def _swap(state, other, fields):
 
 
 @pytest.mark.parametrize("fields", [["absmax"], ["state2.absmax"], ["offset"], ["absmax", "state2.absmax", "offset"]])
-def test_replaced_state_tensors_are_seen(device, checked_calls, fields):
+def test_replaced_state_tensors_are_seen(device, checked_calls, fields, keys):
     packed, state = make_weight((64, 128), device=device, seed=1)
     state = copy.deepcopy(state)
     nf4kernel.dequantize(packed, state)
@@ -56,7 +82,7 @@ def test_replaced_state_tensors_are_seen(device, checked_calls, fields):
     assert len(checked_calls) == 2
 
 
-def test_replaced_packed_weight_is_seen(device, checked_calls):
+def test_replaced_packed_weight_is_seen(device, checked_calls, keys):
     import bitsandbytes as bnb
 
     layer = bnb.nn.Linear4bit(128, 64, bias=False, compress_statistics=True, quant_type="nf4").to(device)
@@ -68,7 +94,7 @@ def test_replaced_packed_weight_is_seen(device, checked_calls):
     assert len(checked_calls) == 2
 
 
-def test_in_place_update_of_the_weight_is_seen(device, checked_calls):
+def test_in_place_update_of_the_weight_is_seen(device, checked_calls, keys):
     packed, state = make_weight((64, 128), device=device, seed=4)
     state = copy.deepcopy(state)
     nf4kernel.dequantize(packed, state)
@@ -81,7 +107,7 @@ def test_in_place_update_of_the_weight_is_seen(device, checked_calls):
     assert len(checked_calls) == 1  # same tensors: the plan still holds and reads the new contents
 
 
-def test_changed_output_dtype_is_seen(device):
+def test_changed_output_dtype_is_seen(device, keys):
     packed, state = make_weight((64, 128), torch.float16, device=device)
     state = copy.deepcopy(state)
     assert nf4kernel.dequantize(packed, state).dtype == torch.float16
@@ -312,7 +338,7 @@ FOOLING = [
 
 
 @pytest.mark.parametrize("nested,field,fool,error,pattern", [c[1:] for c in FOOLING], ids=[c[0] for c in FOOLING])
-def test_a_planned_state_is_not_fooled_by_views(device, nested, field, fool, error, pattern):
+def test_a_planned_state_is_not_fooled_by_views(device, nested, field, fool, error, pattern, keys):
     packed, state = make_weight((128, 256), device=device, nested=nested)  # 512 blocks, 2 absmax2 values
     state = copy.deepcopy(state)
     state.shape = list(state.shape)  # as a caller may build it
@@ -326,7 +352,7 @@ def test_a_planned_state_is_not_fooled_by_views(device, nested, field, fool, err
 
 
 @pytest.mark.parametrize("field", ["absmax", "code", "state2.absmax", "state2.code"])
-def test_a_strided_state_tensor_at_the_planned_address_is_refused(device, field):
+def test_a_strided_state_tensor_at_the_planned_address_is_refused(device, field, keys):
     packed, state = make_weight((128, 256), device=device, nested=True)  # 512 blocks: 2 absmax2 values
     state = copy.deepcopy(state)
     contiguous, strided = _strided(get_field(state, field))
@@ -338,7 +364,7 @@ def test_a_strided_state_tensor_at_the_planned_address_is_refused(device, field)
         nf4kernel.dequantize(packed, state)
 
 
-def test_a_strided_packed_weight_at_the_planned_address_is_refused(device):
+def test_a_strided_packed_weight_at_the_planned_address_is_refused(device, keys):
     packed, state = make_weight((32, 64), device=device)
     contiguous, strided = _strided(packed)
     nf4kernel.dequantize(contiguous.view(packed.shape), state)
@@ -346,7 +372,7 @@ def test_a_strided_packed_weight_at_the_planned_address_is_refused(device):
         nf4kernel.dequantize(strided.view(packed.shape[0], 1), state)
 
 
-def test_a_list_shape_changed_in_place_to_another_valid_shape(device, checked_calls):
+def test_a_list_shape_changed_in_place_to_another_valid_shape(device, checked_calls, keys):
     packed, state = make_weight((32, 64), device=device)
     state = copy.deepcopy(state)
     state.shape = [32, 64]
@@ -366,6 +392,74 @@ def test_the_key_holds_the_kernel_pointers(device):
         absmax = tensors.absmax
         expected = [t.data_ptr() for t in tensors[:3]] + [(absmax if t is None else t).data_ptr() for t in tensors[3:]]
         assert list(launch_cache.POINTERS[nested](launch_cache.key_of(packed, state))) == expected
+
+
+def test_a_plan_checks_tensors_in_one_cpp_call_where_torch_has_it(device, checked_calls, whole_keys):
+    if launch_cache._TensorGuards is None:
+        pytest.skip("this torch has no torch._C._dynamo.guards.TensorGuards")
+    for nested in (False, True):
+        packed, state = make_weight((32, 64), device=device, nested=nested)
+        expected = bnb_dequantize(packed, state)
+        nf4kernel.dequantize(packed, state)
+        plan = launch_cache._PLANS[id(state)]
+        assert plan.check is not None and plan.quick == launch_cache.quick_key(packed, state, plan.check)
+        # Its pointers are the key's: the two keys speak of the same tensors.
+        pointers = launch_cache.POINTERS[nested](plan.key)
+        assert plan.quick[:3] == pointers[:3] and (not nested or plan.quick[3:6] == pointers[3:])
+        for _ in range(3):
+            assert torch.equal(nf4kernel.dequantize(packed, state), expected)
+    assert len(whole_keys) == len(checked_calls) == 2  # making the two plans; then quick keys only
+
+
+def test_a_call_under_another_mode_keeps_the_plan_and_is_quick_again(device, checked_calls, whole_keys):
+    # Inference mode (like autocast) changes the dispatch keys the tensor check compares: the first
+    # such call reads the whole key, which still matches, and re-makes the check for this mode.
+    if launch_cache._TensorGuards is None:
+        pytest.skip("this torch has no torch._C._dynamo.guards.TensorGuards")
+    packed, state = make_weight((32, 64), device=device)
+    expected = bnb_dequantize(packed, state)
+    nf4kernel.dequantize(packed, state)
+    with torch.inference_mode():
+        for _ in range(3):
+            assert torch.equal(nf4kernel.dequantize(packed, state), expected)
+    assert len(checked_calls) == 1  # one plan throughout
+    assert len(whole_keys) == 2  # making it, and the first call under inference mode; then quick
+    assert torch.equal(nf4kernel.dequantize(packed, state), expected)  # and back out of it
+    assert len(checked_calls) == 1 and len(whole_keys) == 3
+
+
+def test_a_tensor_check_torch_refuses_leaves_whole_keys(device, monkeypatch, checked_calls):
+    def refuse(*tensors, **kwargs):
+        raise RuntimeError("a torch whose TensorGuards takes other arguments")
+
+    monkeypatch.setattr(launch_cache, "_TensorGuards", refuse)
+    packed, state = make_weight((32, 64), device=device)
+    expected = bnb_dequantize(packed, state)
+    for _ in range(3):
+        assert torch.equal(nf4kernel.dequantize(packed, state), expected)
+    plan = launch_cache._PLANS[id(state)]
+    assert plan.check is None and plan.quick is None
+    assert len(checked_calls) == 1
+
+
+def test_the_quick_key_differs_where_the_key_does(device):
+    # Every FOOLING case, and a replaced tensor, straight against the quick key: each one changes it.
+    for _, nested, field, fool, _, _ in FOOLING:
+        packed, state = make_weight((128, 256), device=device, nested=nested)
+        state = copy.deepcopy(state)
+        state.shape = list(state.shape)
+        check = launch_cache.tensor_guard(packed, state)
+        if check is None:
+            pytest.skip("this torch has no usable torch._C._dynamo.guards.TensorGuards")
+        before = launch_cache.quick_key(packed, state, check)
+        set_field(state, field, fool(get_field(state, field)))
+        assert launch_cache.quick_key(packed, state, check) != before, field
+    packed, state = make_weight((128, 256), device=device)
+    state = copy.deepcopy(state)
+    check = launch_cache.tensor_guard(packed, state)
+    before = launch_cache.quick_key(packed, state, check)
+    state.absmax = state.absmax.clone()  # same dtype, length and layout; another address
+    assert launch_cache.quick_key(packed, state, check) != before
 
 
 class SlotState:
