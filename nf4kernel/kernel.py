@@ -50,7 +50,7 @@ def dequantize_4bit_kernel(
     WIDE: tl.constexpr,  # offsets need 64 bits
     BF16_RNE: tl.constexpr,  # round fp32 -> bf16 by hand: the interpreter's cast truncates
     EVICT: tl.constexpr,  # eviction policy for the streamed weight and output ("" or "evict_first")
-    PDL: tl.constexpr,  # programmatic dependent launch (sm_90 on), being measured: 0 off; see PDL_MODES
+    PDL: tl.constexpr,  # programmatic dependent launch (sm_90 on): 0 off, 1 on; 2 and 3 see PDL_MODES
 ):
     if PDL:
         # Before any memory access: the kernel before this one on the stream may have written what
@@ -279,13 +279,29 @@ def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
     return num_warps, iters, evict, vector
 
 
-# Programmatic dependent launch, measured by scripts/pdl_probe.py (issue 10, item 7: the gap between
-# back-to-back launches): 0 off (what every launch uses); 1 wait, the next launch scheduled as this
-# one's programs exit; 2 wait, then let the next launch be scheduled at once; 3 wait, and let it be
-# scheduled once this program's stores are issued. Launched with ``launch_pdl=True`` where non-zero.
+# --- Programmatic dependent launch ----------------------------------------------------------------
+# Launched with PDL, the next kernel's programs are scheduled as this one's last ones exit, instead
+# of after the launch gap: 14336x4096 bf16 back to back went from 39.29 to 38.00 us on an H200, the
+# kernel's own time replayed from a CUDA graph (benchmarks/results/issue10/run14-h200). Every
+# program waits (``gdc_wait``) for the kernel before it to finish before touching memory, whatever
+# that kernel is, so the order of writes and reads is the stream's as without PDL. Modes, measured
+# by scripts/pdl_probe.py: 0 off; 1 wait, next kernel scheduled as programs exit (what launches
+# use); 2 wait, then let the next kernel be scheduled at once; 3 wait, and let it be scheduled once
+# the program's stores are issued. Hopper (sm_90) on; ``NF4KERNEL_PDL=0`` turns it off.
 PDL_MODES = (0, 1, 2, 3)
+PDL_MODE = 1
+PDL_MIN_ARCH = 90
+PDL_ENV = "NF4KERNEL_PDL"
 
 
-def launch_options(num_warps: int) -> dict:
+def pdl_for(arch: int) -> bool:
+    """Whether launches for compute capability ``arch`` (90 for sm_90) use PDL."""
+    return arch >= PDL_MIN_ARCH and os.environ.get(PDL_ENV, "1") != "0"
+
+
+def launch_options(num_warps: int, pdl: bool = False) -> dict:
     # fp fusion off: the nested absmax must round the product before adding the offset.
-    return {"num_warps": num_warps, "enable_fp_fusion": False}
+    options = {"num_warps": num_warps, "enable_fp_fusion": False}
+    if pdl:
+        options["launch_pdl"] = True
+    return options

@@ -35,6 +35,7 @@ make a valid plan and one of them is kept.
 
 from __future__ import annotations
 
+import functools
 import weakref
 from functools import partial
 from operator import itemgetter
@@ -251,9 +252,10 @@ def _hooks_active() -> bool:
     return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
 
 
-def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[int], K.Tile, dict]:
+def launch_geometry(layout: Layout, interpreted: bool, pdl: bool = False, **tile) -> tuple[tuple[int], K.Tile, dict]:
     """(grid, tile, constexprs) for a weight of this layout: no tensor needed, so tests can ask for
-    any size. ``tile`` overrides the tuned num_warps / iters / evict / vector (the sweep uses it)."""
+    any size. ``pdl``: launched as a programmatic dependent launch (``kernel.pdl_for``). ``tile``
+    overrides the tuned num_warps / iters / evict / vector (the sweep uses it)."""
     t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
     n_segments = -(-layout.n_elements // (2 * t.cols))
     grid = (-(-n_segments // (t.rows * t.iters)),)
@@ -270,15 +272,18 @@ def launch_geometry(layout: Layout, interpreted: bool, **tile) -> tuple[tuple[in
         "WIDE": grid[0] * 2 * t.bytes >= 2**31,
         "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
         "EVICT": t.evict,
-        "PDL": 0,
+        "PDL": K.PDL_MODE if pdl else 0,
     }
     return grid, t, constexprs
 
 
-def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, **tile):
-    """(grid, positional args, constexprs, options) for one launch. ``tile`` overrides the tuned
-    num_warps / iters / evict / vector (the sweep uses it)."""
-    grid, t, constexprs = launch_geometry(layout, interpreted, **tile)
+def kernel_arguments(
+    tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, pdl: bool = False, **tile
+):
+    """(grid, positional args, constexprs, options) for one launch, with programmatic dependent
+    launch where ``pdl``. ``tile`` overrides the tuned num_warps / iters / evict / vector (the sweep
+    uses it)."""
+    grid, t, constexprs = launch_geometry(layout, interpreted, pdl, **tile)
     absmax = tensors.absmax
     # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
     args = (
@@ -292,7 +297,14 @@ def kernel_arguments(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, in
         layout.n_elements,
         layout.n_blocks,
     )
-    return grid, args, constexprs, K.launch_options(t.num_warps)
+    return grid, args, constexprs, K.launch_options(t.num_warps, pdl)
+
+
+@functools.cache
+def _pdl_on(index: int) -> bool:
+    """Whether launches on CUDA device ``index`` use programmatic dependent launch (read once)."""
+    major, minor = torch.cuda.get_device_capability(index)
+    return K.pdl_for(10 * major + minor)
 
 
 def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
@@ -301,7 +313,8 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
     device = out.device
     interpreted = device.type == "cpu" or K.dequantize_4bit_kernel is K.interpreted_kernel
     kernel = K.interpreted_kernel if interpreted else K.dequantize_4bit_kernel
-    grid, args, constexprs, options = kernel_arguments(tensors, layout, out, interpreted)
+    pdl = not interpreted and _pdl_on(device.index)
+    grid, args, constexprs, options = kernel_arguments(tensors, layout, out, interpreted, pdl)
     compiled = None
     # The interpreter's global state, and Triton's JIT (it may compile, reading triton.language while
     # an interpreted launch has it patched): one launch at a time (module docstring, "Threads").

@@ -91,7 +91,9 @@ def compile_for(arch: int, layout: Layout, packed_dtype: torch.dtype = torch.uin
         stand_in(torch.float32) if layout.nested else None,
         stand_in(torch.float32) if layout.nested else None,
     )
-    _, args, constexprs, options = kernel_arguments(tensors, layout, stand_in(layout.dtype), interpreted=False)
+    # As a launch on that GPU would: programmatic dependent launch from sm_90 on.
+    pdl = arch >= K.PDL_MIN_ARCH
+    _, args, constexprs, options = kernel_arguments(tensors, layout, stand_in(layout.dtype), False, pdl)
     fn = K.dequantize_4bit_kernel
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)

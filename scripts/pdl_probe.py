@@ -2,7 +2,7 @@
 
     python scripts/pdl_probe.py [--rounds 5]
 
-14336x4096 bf16 through ``dequantize()`` back to back reaches about 90% of copy on an H200, while
+14336x4096 bf16 through ``dequantize()`` back to back reached about 90% of copy on an H200 without PDL, while
 the kernel replayed from a CUDA graph reaches 92 to 94%: the rest is the gap between one kernel's
 last program and the next one's first. The first try (trigger at each program's start, every
 launch PDL) made back-to-back launches 1.8x slower (``benchmarks/results/issue10/
@@ -28,10 +28,8 @@ from nf4kernel.quant_state import read
 
 
 def variant(tensors, layout, out, tile: dict, mode: int):
-    grid, args, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, False, **tile)
+    grid, args, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, False, mode > 0, **tile)
     constexprs["PDL"] = mode
-    if mode:
-        options["launch_pdl"] = True
     return lambda: K.dequantize_4bit_kernel[grid](*args, **constexprs, **options)
 
 
@@ -52,17 +50,22 @@ def main(argv=None) -> int:
     tiles = {
         "table tile": dict(num_warps=table.num_warps, iters=table.iters, evict=table.evict, vector=table.vector),
         "8x fewer programs": {"num_warps": 4, "iters": 4, "evict": table.evict, "vector": table.vector},
+        # Near the table's tile in the graph-replayed sweeps: does PDL change which is fastest?
+        "4 warps": {"num_warps": 4, "iters": 1, "evict": table.evict, "vector": table.vector},
+        "2 stores per thread": {"num_warps": 2, "iters": 1, "evict": table.evict, "vector": 2},
+        "no eviction hint": {"num_warps": 2, "iters": 1, "evict": "", "vector": table.vector},
     }
     runs = {}
     for tile_name, tile in tiles.items():
-        for mode in K.PDL_MODES:
+        for mode in K.PDL_MODES if tile_name in ("table tile", "8x fewer programs") else (0, K.PDL_MODE):
             launch = variant(tensors, layout, out, tile, mode)
             out.fill_(float("nan"))
             launch()
             if not torch.equal(out, expected):
                 raise SystemExit(f"{tile_name}, PDL {mode}: not bit-exact")
             runs[f"{tile_name}, PDL {mode}"] = launch
-    runs["dequantize(layer)"] = lambda: nf4kernel.dequantize(layer)
+    pdl = launch_cache._pdl_on(torch.cuda.current_device())
+    runs[f"dequantize(layer), PDL {K.PDL_MODE if pdl else 0}"] = lambda: nf4kernel.dequantize(layer)
     graph = sweep.graphed(variant(tensors, layout, out, tiles["table tile"], 0))
     times = {name: [] for name in runs}
     graphed = []

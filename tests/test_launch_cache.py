@@ -188,6 +188,61 @@ def test_one_cuda_kernel_per_call(nested, fresh_triton_cache):
     assert all("dequantize_4bit_kernel" in e.name for e in kernels)
 
 
+def test_pdl_from_sm_90_on_unless_turned_off(monkeypatch):
+    assert [K.pdl_for(arch) for arch in (75, 80, 86, 89, 90, 100, 120)] == [False] * 4 + [True] * 3
+    monkeypatch.setenv(K.PDL_ENV, "0")
+    assert not K.pdl_for(90)
+    monkeypatch.setenv(K.PDL_ENV, "1")
+    assert K.pdl_for(90)
+    from nf4kernel.quant_state import read
+
+    tensors, layout = read(*make_weight((64, 128)))
+    out = torch.empty(layout.shape, dtype=layout.dtype)
+    for pdl in (False, True):
+        _, _, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, False, pdl)
+        assert constexprs["PDL"] == (K.PDL_MODE if pdl else 0)
+        assert options.get("launch_pdl", False) is pdl
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for programmatic dependent launch")
+@pytest.mark.parametrize("pdl", ["0", "1"], ids=["pdl-off", "pdl-default"])
+def test_back_to_back_launches_read_what_the_kernel_before_wrote(monkeypatch, pdl):
+    # Under PDL a launch may be scheduled before the kernel before it is done: each program waits for
+    # it before touching memory. Here torch kernels rewrite the weight and our output between our
+    # launches, with no synchronize, and every result must be the weight's as it was at that point.
+    monkeypatch.setenv(K.PDL_ENV, pdl)
+    launch_cache._pdl_on.cache_clear()
+    try:
+        weights = [make_weight((4096, 4096), torch.bfloat16, device="cuda", seed=s) for s in range(3)]
+        packed = weights[0][0].clone()
+        state = copy.deepcopy(weights[0][1])
+        expected = [bnb_dequantize(p, st) for p, st in weights]
+        out = torch.empty_like(expected[0])
+        nf4kernel.dequantize(packed, state, out=out)
+        plan = launch_cache._PLANS[id(state)]
+        major, minor = torch.cuda.get_device_capability()
+        uses_pdl = pdl == "1" and 10 * major + minor >= K.PDL_MIN_ARCH
+        results = []
+        torch.cuda.synchronize()
+        for i in range(30):
+            p, st = weights[i % 3]
+            packed.copy_(p)  # a torch kernel writes what ours reads next
+            state.absmax.copy_(st.absmax)
+            state.state2.absmax.copy_(st.state2.absmax)
+            state.offset.copy_(st.offset)
+            out.fill_(float("nan"))  # and what ours writes next
+            results.append(nf4kernel.dequantize(packed, state, out=out).clone())
+            results.append(nf4kernel.dequantize(packed, state))
+        torch.cuda.synchronize()
+        assert launch_cache._PLANS[id(state)] is plan  # every call after the first was planned
+        assert launch_cache._pdl_on(torch.cuda.current_device()) is uses_pdl
+        for i in range(30):
+            assert torch.equal(results[2 * i], expected[i % 3]) and torch.equal(results[2 * i + 1], expected[i % 3])
+    finally:
+        launch_cache._pdl_on.cache_clear()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for the compiled launch paths")
 @pytest.mark.parametrize("path", ["c-launcher", "compiled-run", "triton-jit"])

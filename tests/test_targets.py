@@ -26,6 +26,9 @@ def test_compiles_for_every_target(fresh_triton_cache, arch, variant, fmt):
     assert compiled.metadata.num_warps == tile.num_warps
     assert compiled.metadata.enable_fp_fusion is False
     assert "fma.rn.f32" not in compiled.asm["ptx"]
+    # Programmatic dependent launch from sm_90 on, and every program waits for the kernel before.
+    assert compiled.metadata.launch_pdl is (arch >= K.PDL_MIN_ARCH)
+    assert ("griddepcontrol.wait" in compiled.asm["ptx"]) is (arch >= K.PDL_MIN_ARCH)
 
 
 def test_the_matrix_covers_every_tile_row_wide_offsets_and_blocksizes():
