@@ -11,6 +11,11 @@ kernel (``kernel.PDL_MODES``) with two tiles (the table's, and one with 8x fewer
 waiting programs cost per program, the second suffers less), launched back to back from the host,
 in interleaved rounds, each mode checked bit-exact first; and, for scale, the same launches
 without PDL, the graph-replayed kernel and ``dequantize(layer)``.
+
+The tile rows launch through Triton's own path (``kernel[grid](...)``), whose host cost is several
+times a planned call's: on a slow host it barely stays ahead of a 38 us kernel, the queue runs
+shallow, and PDL (which needs the next launch already queued) shows little. ``dequantize(layer)``
+(a planned call) is the row that says what users get (run 19 in ``benchmarks/results/issue10``).
 """
 
 from __future__ import annotations
