@@ -281,8 +281,8 @@ def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
 
 # --- Programmatic dependent launch ----------------------------------------------------------------
 # Launched with PDL, the next kernel's programs are scheduled as this one's last ones exit, instead
-# of after the launch gap: 14336x4096 bf16 back to back went from 39.29 to 38.00 us on an H200, the
-# kernel's own time replayed from a CUDA graph (benchmarks/results/issue10/run14-h200). Every
+# of after the launch gap: 14336x4096 bf16 back to back went from 39.29 to 38.00 us on an H200, as
+# fast as the kernel replayed from a CUDA graph (37.91 us; benchmarks/results/issue10/run14-h200). Every
 # program waits (``gdc_wait``) for the kernel before it to finish before touching memory, whatever
 # that kernel is, so the order of writes and reads is the stream's as without PDL. Modes, measured
 # by scripts/pdl_probe.py: 0 off; 1 wait, next kernel scheduled as programs exit (what launches
