@@ -18,18 +18,23 @@ from nf4kernel import kernel as K
 from nf4kernel import launch_cache
 
 
+def _counted(monkeypatch, name: str) -> list:
+    """The arguments of every call of ``launch_cache.<name>`` from now on (until the test ends)."""
+    calls = []
+    original = getattr(launch_cache, name)
+
+    def counting(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(launch_cache, name, counting)
+    return calls
+
+
 @pytest.fixture
 def checked_calls(monkeypatch):
     """How many calls took the checked (planning) path."""
-    calls = []
-    read = launch_cache.read
-
-    def counting_read(*args):
-        calls.append(args)
-        return read(*args)
-
-    monkeypatch.setattr(launch_cache, "read", counting_read)
-    return calls
+    return _counted(monkeypatch, "read")
 
 
 @pytest.fixture(params=["quick key", "whole key"])
@@ -47,15 +52,7 @@ def keys(request, monkeypatch):
 def whole_keys(monkeypatch):
     """How many times the whole key was read: once where a plan is made, then by a planned call
     whose quick key is missing or fails."""
-    calls = []
-    key_of = launch_cache.key_of
-
-    def counting_key_of(*args):
-        calls.append(args)
-        return key_of(*args)
-
-    monkeypatch.setattr(launch_cache, "key_of", counting_key_of)
-    return calls
+    return _counted(monkeypatch, "key_of")
 
 
 def test_repeated_calls_reuse_the_plan(device, checked_calls):
