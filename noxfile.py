@@ -65,7 +65,7 @@ def gate(session: nox.Session) -> None:
     if session.venv_backend != "none" and not _imports(session, "torch"):
         install(session, "-r", TEST_REQUIREMENTS)
     install(session, "--no-deps", "-e", ".")
-    run_keeping_exit_code(session, "python", "-m", "nf4kernel.harness.gate", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.gate", *session.posargs)
 
 
 def _imports(session: nox.Session, module: str) -> bool:
@@ -83,7 +83,7 @@ def bench(session: nox.Session) -> None:
     if session.venv_backend != "none" and not _imports(session, "torch"):
         install(session, "-r", TEST_REQUIREMENTS)
     install_project(session, HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "nf4kernel.harness.bench", *session.posargs)
+    session.run("python", "-m", "harness.bench", *session.posargs)
 
 
 @nox.session(default=False)
@@ -91,7 +91,7 @@ def publish(session: nox.Session) -> None:
     """Builds the history site in .asv/html from the stored and committed results (asv publish)."""
     install(session, "-r", HARNESS_REQUIREMENTS)
     install(session, "--no-deps", "-e", ".")
-    session.run("python", "-m", "nf4kernel.harness.site", "publish", *session.posargs)
+    session.run("python", "-m", "harness.site", "publish", *session.posargs)
 
 
 @nox.session(default=False)
@@ -106,7 +106,7 @@ def regression(session: nox.Session) -> None:
     """asv on two commits, exit 1 when HEAD got slower than BASE: ``nox -s regression -- BASE HEAD``."""
     install(session, "--no-deps", "-e", ".")
     install(session, "-r", HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "nf4kernel.harness.regression", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
@@ -114,7 +114,7 @@ def backfill(session: nox.Session) -> None:
     """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
     install(session, "--no-deps", "-e", ".")
     install(session, "-r", HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "nf4kernel.harness.backfill", *session.posargs)
+    session.run("python", "-m", "harness.backfill", *session.posargs)
 
 
 @nox.session(default=False)
@@ -123,7 +123,7 @@ def pins(session: nox.Session) -> None:
 
     Nothing is downloaded; set PIP_EXTRA_INDEX_URL as the installing steps do."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "tools.pins")
+    session.run("python", "-m", "harness.pins")
 
 
 @nox.session(default=False)
@@ -132,7 +132,7 @@ def act(session: nox.Session) -> None:
 
     setup-python's download is replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "tools.act_ci", *session.posargs)
+    session.run("python", "-m", "harness.act_ci", *session.posargs)
 
 
 @nox.session(default=True)
@@ -142,4 +142,4 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("actionlint")  # reads .github/actionlint.yaml for the self-hosted runner's labels
-    session.run("zizmor", "--offline", ".github/", "tools/standins/")  # and act's local stand-in actions
+    session.run("zizmor", "--offline", ".github/", "harness/standins/")  # and act's local stand-in actions

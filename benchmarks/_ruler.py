@@ -1,7 +1,7 @@
 """The ruler: how the asv suite measures, in one place.
 
 It reads nothing of ``nf4kernel`` but its public call, ``nf4kernel.dequantize``, and never imports
-``nf4kernel.harness``: the backfill and the regression check measure *other* commits' nf4kernel
+``harness``: the backfill and the regression check measure *other* commits' nf4kernel
 (put first on the path from a worktree) with *this* checkout's ruler, so old commits that lack
 today's harness are measured exactly as HEAD is.
 

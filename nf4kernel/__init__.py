@@ -7,8 +7,7 @@ _EXPORTS = {"dequantize": ".api", "fast_dequantize": ".api", "dequantize_referen
 
 
 def __getattr__(name: str):
-    # Loaded on first use, so `import nf4kernel.harness...` works where torch and Triton are missing
-    # (the gate then says so instead of failing on an import).
+    # Loaded on first use: `import nf4kernel` (its version, say) needs neither torch nor Triton.
     if name in _EXPORTS:
         import importlib
 

@@ -5,7 +5,7 @@
 For each tile variant (num_warps, tiles per program, 16-byte stores per thread, eviction), checked
 bit-exact first: the kernel's time replayed from a CUDA graph (no launch gaps). Then, for the
 default tile, the same launches back to back from the host, and ``dequantize()`` back to back (what
-``nf4kernel.harness.perf`` reports): the difference is what launching costs the GPU between kernels.
+``harness.perf`` reports): the difference is what launching costs the GPU between kernels.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import itertools
 import torch
 
 import nf4kernel
+from harness import sweep, workload
 from nf4kernel import kernel as K
-from nf4kernel.harness import sweep, workload
 from nf4kernel.quant_state import read
 
 

@@ -29,8 +29,8 @@ import statistics
 import torch
 
 import nf4kernel
+from harness import workload
 from nf4kernel import launch_cache
-from nf4kernel.harness import workload
 
 
 def bare_impl(layers) -> callable:

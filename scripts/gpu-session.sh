@@ -46,7 +46,7 @@ for step in "$@"; do
     results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
     gate5)
       for i in 1 2 3 4 5; do
-        python3 -m nf4kernel.harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
+        python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
         cat "/tmp/gate-$i.log" >> "$OUT/gate-runs.log"
       done
       tail -n 25 "$OUT/gate-runs.log" ;;
@@ -61,12 +61,12 @@ for step in "$@"; do
       } > "$OUT/gpu-state-probe.txt" 2>&1
       for i in 1 2 3 4 5 6 7 8 9 10; do
         start=$SECONDS
-        python3 -m nf4kernel.harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        python3 -m harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $? in $((SECONDS - start)) s" | tee -a "$OUT/gate10.log"
       done
       # The relative check between runs of one commit, replayed (no GPU time): every one must pass.
       for i in 2 3 4 5 6 7 8 9 10; do
-        python3 -m nf4kernel.harness.gate --replay "$OUT/gate-$i.json" --baseline "$OUT/gate-1.json" > /dev/null 2>&1
+        python3 -m harness.gate --replay "$OUT/gate-$i.json" --baseline "$OUT/gate-1.json" > /dev/null 2>&1
         echo "run $i against run 1 as the base: exit $?" | tee -a "$OUT/gate10.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^none of\|rounds were taken\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 40 ;;
@@ -74,18 +74,18 @@ for step in "$@"; do
       # The gate against planted slowdowns, each decided against an unplanted run of the same tree on
       # this machine (--baseline): 2x (every planned launch twice) and ~25% (one in two twice). Both
       # must exit 1. Patched in place with git apply (no repository needed) and undone.
-      python3 -m nf4kernel.harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
+      python3 -m harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
         git apply "benchmarks/results/plant-$plant-slowdown.patch" || exit 1
-        python3 -m nf4kernel.harness.gate --no-classic --baseline "$OUT/planted-base.json" \
+        python3 -m harness.gate --no-classic --baseline "$OUT/planted-base.json" \
           --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
         git apply -R "benchmarks/results/plant-$plant-slowdown.patch" || exit 1
       done
       grep -h "^nf4kernel vs Unsloth\|drop\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
-    aa) timed python3 -m nf4kernel.harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
-    sweep) python3 -m nf4kernel.harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
+    aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
+    sweep) python3 -m harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     host-cost)
       # The planned call's host cost now and before a change, interleaved, twice. "Before" is a package
       # unpacked beside the tree first (untracked, so it travels with it; c0dfe69 for issue 9,
@@ -103,11 +103,11 @@ for step in "$@"; do
     ceiling) timed python3 scripts/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)
       for i in 1 2 3; do
-        python3 -m nf4kernel.harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        python3 -m harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $?" | tee -a "$OUT/gate3.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 12 ;;
-    perf) python3 -m nf4kernel.harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
+    perf) python3 -m harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
   esac
 done

@@ -23,8 +23,8 @@ import timeit
 import torch
 
 import nf4kernel
+from harness import workload
 from nf4kernel import launch_cache, quant_state
-from nf4kernel.harness import workload
 
 N = 2000
 

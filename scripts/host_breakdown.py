@@ -12,8 +12,8 @@ import timeit
 import torch
 
 import nf4kernel
+from harness import workload
 from nf4kernel import launch_cache, quant_state
-from nf4kernel.harness import workload
 
 print(f"nf4kernel from {nf4kernel.__file__}")
 layer = workload.build_mlp(1024, 4096, torch.bfloat16, seed=0).layers[0]

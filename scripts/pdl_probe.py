@@ -26,9 +26,9 @@ import statistics
 import torch
 
 import nf4kernel
+from harness import sweep, workload
 from nf4kernel import kernel as K
 from nf4kernel import launch_cache
-from nf4kernel.harness import sweep, workload
 from nf4kernel.quant_state import read
 
 

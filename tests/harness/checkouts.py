@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-OVERLAY = ("nf4kernel", "benchmarks", "asv.conf.json")
+OVERLAY = ("nf4kernel", "harness", "benchmarks", "asv.conf.json")
 
 
 def git(*args: str, cwd: Path) -> str:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from checkouts import clone_on_main, git, head, python_path
 
-from nf4kernel.harness import history
+from harness import history
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = "cpu_interpreter.CpuInterpreter.time_interpreter_dequantize"
@@ -45,7 +45,7 @@ def config(path: Path, repo: Path, checkout: Path, tmp: Path) -> Path:
                 "branches": ["main"],
                 "dvcs": "git",
                 "environment_type": "existing",
-                "plugins": [".nf4kernel.harness.asv_env"],
+                "plugins": [".harness.asv_env"],
                 "benchmark_dir": str(checkout / "benchmarks"),
                 "results_dir": str(tmp / "results"),
                 "html_dir": str(tmp / "html"),
@@ -88,9 +88,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     for checkout in (a, b):
         python = interpreter_alias(checkout / ".venv-elsewhere")
         conf = config(checkout / "asv-test.conf.json", b, checkout, tmp_path)
-        outputs.append(
-            run(python, checkout, env, "nf4kernel.harness.bench", "--config", str(conf), "--quick", "--no-publish")
-        )
+        outputs.append(run(python, checkout, env, "harness.bench", "--config", str(conf), "--quick", "--no-publish"))
     assert "CPU-interpreter smoke benchmarks" in outputs[0] and "2 measured, 0 skipped, 0 failed" in outputs[0]
 
     machines = [p for p in (tmp_path / "results").iterdir() if p.name.startswith("cpu-")]
@@ -102,9 +100,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
         recorded = json.loads((machines[0] / name).read_text())
         assert recorded["params"]["python"] == PY and recorded["env_name"] == f"existing-py{PY}"
 
-    out = run(
-        Path(sys.executable), b, env, "nf4kernel.harness.site", "publish", "--config", str(b / "asv-test.conf.json")
-    )
+    out = run(Path(sys.executable), b, env, "harness.site", "publish", "--config", str(b / "asv-test.conf.json"))
     html = tmp_path / "html"
     files, points = graph_points(html, SMOKE, machines[0].name)
     assert len(files) == 1, f"one series, not one per checkout: {files}"

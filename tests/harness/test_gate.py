@@ -13,7 +13,7 @@ import pytest
 import torch
 from recorded import STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
-from nf4kernel.harness import decision, gate, gate_table, gpu_state, noise, workload
+from harness import decision, gate, gate_table, gpu_state, noise, workload
 
 
 def full_record(ours_s, theirs_s, **kwargs):
@@ -53,7 +53,7 @@ def test_threshold_from_the_command_line_and_the_environment(tmp_path, monkeypat
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks what the gate does on a machine without a GPU")
 def test_without_a_gpu_the_gate_says_so_and_does_not_pass():
-    done = subprocess.run([sys.executable, "-m", "nf4kernel.harness.gate"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "harness.gate"], capture_output=True, text=True, timeout=300)
     assert done.returncode == decision.EXIT_NO_GPU
     assert "no CUDA GPU" in done.stdout and "FAIL" in done.stdout
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from checkouts import head
 
-from nf4kernel.harness import history
+from harness import history
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES = sorted(p for p in history.STORE.iterdir() if p.is_dir())

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from nf4kernel.harness import machine
+from harness import machine
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import sys
 import pytest
 from recorded import committed, with_states
 
-from nf4kernel.harness import decision, gate, noise
+from harness import decision, gate, noise
 
 FACTORS = [1 + 0.01 * (r % 5 - 2) for r in range(15)]  # 0.98, 0.99, 1.00, 1.01, 1.02, three times
 

@@ -1,4 +1,4 @@
-"""tools/pins.py: which Pythons ci.yml installs on, which listed wheels serve which Python, and the
+"""harness/pins.py: which Pythons ci.yml installs on, which listed wheels serve which Python, and the
 real pins against the real index; and the promised Python versions agree everywhere."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from tools import act, pins
-from tools.pins import IndexFile
+from harness import act, pins
+from harness.pins import IndexFile
 
 ROOT = pins.ROOT
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from nf4kernel.harness import regression
+from harness import regression
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED = ROOT / "benchmarks" / "results" / "asv-h200" / "regression-results"

@@ -11,7 +11,7 @@ from pathlib import Path
 import asv
 import pytest
 
-from nf4kernel.harness import site
+from harness import site
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 LOCK = site.lock()

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from checkouts import clone_on_main, head, python_path
 
-from nf4kernel.harness import history
+from harness import history
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -56,12 +56,12 @@ def site_url(tmp_path_factory):
     clone = clone_on_main(tmp / "clone")  # a `main` that holds the history's commits
     config = clone / "asv-site.conf.json"
     conf = {"version": 1, "project": "nf4kernel", "repo": str(clone), "branches": ["main"], "dvcs": "git"}
-    conf.update(environment_type="existing", plugins=[".nf4kernel.harness.asv_env"], benchmark_dir="benchmarks")
+    conf.update(environment_type="existing", plugins=[".harness.asv_env"], benchmark_dir="benchmarks")
     conf.update(results_dir=str(tmp / "results"), html_dir=str(tmp / "html"))
     config.write_text(json.dumps(conf))
     env = {**os.environ, "PYTHONPATH": python_path(clone), "HOME": str(tmp)}
     done = subprocess.run(
-        [sys.executable, "-m", "nf4kernel.harness.site", "publish", "--config", str(config)],
+        [sys.executable, "-m", "harness.site", "publish", "--config", str(config)],
         cwd=clone,
         env=env,
         capture_output=True,

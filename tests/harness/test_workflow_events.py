@@ -13,7 +13,7 @@ import subprocess
 import github_model as gh
 import pytest
 
-from tools import act
+from harness import act
 
 REPO = "nf4kernel/nf4kernel"
 FORK = "someone/nf4kernel"

@@ -1,6 +1,6 @@
 """The regression check between two commits: asv on both, exit 1 when HEAD got slower.
 
-    python -m nf4kernel.harness.regression BASE HEAD [--factor 1.20] [--mean-factor 1.07] [--summary PATH]
+    python -m harness.regression BASE HEAD [--factor 1.20] [--mean-factor 1.07] [--summary PATH]
 
 Each commit's nf4kernel is checked out into a temporary worktree and measured in this Python by
 *this* checkout's ruler (``benchmarks/``): one ruler, two kernels. It compares nf4kernel's own
@@ -33,7 +33,7 @@ import re
 import statistics
 import sys
 
-from nf4kernel.harness import asvrun, machine
+from harness import asvrun, machine
 
 WORSE = ("+", "!")  # asv's marks: slower beyond the factor, or newly failing
 KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
@@ -117,7 +117,7 @@ def resolve(name: str) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.regression", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.regression", description=__doc__.splitlines()[0])
     parser.add_argument("base", help="the reference commit (a PR's base)")
     parser.add_argument("head", help="the commit under test")
     parser.add_argument("--factor", type=float, default=1.20, help="one result this much slower fails (%(default)s)")

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from nf4kernel.harness import decision
+from harness import decision
 
 IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
 MARK = "*"  # beside a round taken while the GPU throttled

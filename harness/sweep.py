@@ -3,7 +3,7 @@ stores per thread) on a few weights and prints the fastest. Speed only: each var
 checked bit-exact. Launches are replayed from a CUDA graph, so the times are the GPU's, not
 Triton's launch path.
 
-    python -m nf4kernel.harness.sweep [--json PATH] [--warps 2 4] [--iters 1 2] [--vectors 1 4]
+    python -m harness.sweep [--json PATH] [--warps 2 4] [--iters 1 2] [--vectors 1 4]
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import json
 
 import torch
 
+from harness import workload
 from nf4kernel import kernel as K
 from nf4kernel import launch_cache
-from nf4kernel.harness import workload
 from nf4kernel.quant_state import read
 
 SHAPES = ((14336, 4096, torch.bfloat16), (4096, 1024, torch.bfloat16), (8192, 2048, torch.float16))

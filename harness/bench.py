@@ -1,6 +1,6 @@
 """The main job: the asv suite for the current commit on this machine, then the history site.
 
-    python -m nf4kernel.harness.bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
+    python -m harness.bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
 
 On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures come from one measuring
 process, and ``benchmarks/synchronized.py``); without one, only the CPU-interpreter smoke
@@ -15,7 +15,7 @@ import argparse
 import sys
 import time
 
-from nf4kernel.harness import asvrun, history, machine, site
+from harness import asvrun, history, machine, site
 
 
 def log(message: str) -> None:
@@ -23,7 +23,7 @@ def log(message: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=sorted(asvrun.SUITES), help="default: gpu with a CUDA GPU, else cpu")
     parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
     parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")

@@ -1,6 +1,6 @@
 """A history from day one: benchmark earlier commits of main, each through a worktree.
 
-    python -m nf4kernel.harness.backfill RANGE [--suite nf4kernel-only] [--store] [--force]
+    python -m harness.backfill RANGE [--suite nf4kernel-only] [--store] [--force]
 
 RANGE is a git revision range (``c0dfe69~12..c0dfe69``, ``main~10..main``); its first-parent commits
 are benchmarked oldest first, each commit's nf4kernel from a worktree, measured by *this* checkout's
@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 
-from nf4kernel.harness import asvrun, history, machine
+from harness import asvrun, history, machine
 
 # Imports nf4kernel as the benchmark processes will (the worktree first on the path) and checks that
 # it came from there and has the call the ruler uses.
@@ -50,7 +50,7 @@ def why_not_runnable(tree: str) -> str | None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.backfill", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.backfill", description=__doc__.splitlines()[0])
     parser.add_argument("range", help="git revision range of main, e.g. main~10..main")
     parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
     parser.add_argument("--config", default="asv.conf.json")

@@ -8,7 +8,7 @@ list a wheel whose tags the hosted Ubuntu runner accepts for that Python, and wh
 admits it. `pip download --only-binary=:all: --python-version X` asks the same question, but
 downloads every wheel to answer it (torch alone is hundreds of MB per Python).
 
-    python -m tools.pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
+    python -m harness.pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
 
 The indexes are PyPI (or PIP_INDEX_URL) and PIP_EXTRA_INDEX_URL's, as pip would use them; file://
 entries are skipped.

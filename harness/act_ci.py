@@ -1,11 +1,11 @@
 """ci.yml's CPU jobs, run on this machine by nektos act exactly as the workflow says, before GitHub does.
 
-    python -m tools.act_ci                 # the lint job and the tests leg of this machine's Python
-    python -m tools.act_ci lint harness    # any of ci.yml's jobs by id
+    python -m harness.act_ci                 # the lint job and the tests leg of this machine's Python
+    python -m harness.act_ci lint harness    # any of ci.yml's jobs by id
 
 The workflow file is the real one. Two things differ from GitHub, both because this machine reaches
 no GitHub: act copies this working tree into the job's workspace in place of actions/checkout, and
-actions/setup-python is mapped to a labelled local stand-in (tools/standins/setup-python) that uses a
+actions/setup-python is mapped to a labelled local stand-in (harness/standins/setup-python) that uses a
 Python already installed here. The matrix leg run for `tests` is the one of this machine's Python.
 Exit 0 when every job asked for succeeded.
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import yaml
 
-from tools import act
+from harness import act
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-SETUP_PYTHON_STANDIN = ROOT / "tools" / "standins" / "setup-python"
+SETUP_PYTHON_STANDIN = ROOT / "harness" / "standins" / "setup-python"
 
 
 def setup_python_refs(workflow: dict) -> set[str]:

@@ -1,7 +1,7 @@
 """The A/A noise check: nf4kernel timed against itself, to learn a machine's noise floor before
 trusting a threshold on it.
 
-``python -m nf4kernel.harness.gate --aa`` times the same function as two interleaved
+``python -m harness.gate --aa`` times the same function as two interleaved
 "implementations", A and B, exactly as the gate times nf4kernel and Unsloth. Any ratio between them
 other than 1 is noise (clocks, heat, neighbours, the order within a round). This module turns such
 a record into the spread a runner owner reads: per shape and per whole round, the median, min,
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import statistics
 
-from nf4kernel.harness import decision, gate_table
+from harness import decision, gate_table
 
 A, B = "A", "B"  # the two slots of the same nf4kernel.dequantize
 MODE = "aa"  # record["mode"]: how --replay tells an A/A record from a gate record

@@ -19,9 +19,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nf4kernel.harness.asv_env import SPEC
+from harness.asv_env import SPEC
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BASELINES_ENV = "NF4KERNEL_BENCH_BASELINES"  # read by benchmarks/_ruler.py in the measuring process
 
 _NF4KERNEL_ONLY = r"^gpu\.(KernelTime|TimeOverCopy|PeakGpuMemory)\."

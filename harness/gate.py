@@ -1,9 +1,9 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
-    python -m nf4kernel.harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
+    python -m harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
                                      [--summary summary.md] [--baseline base-gate.json [--max-drop 0.10]]
-    python -m nf4kernel.harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
-    python -m nf4kernel.harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
+    python -m harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
+    python -m harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
 
 1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and
    ``F.linear(X, W)`` through it equals the ``Linear4bit`` module's own forward.
@@ -30,8 +30,8 @@ import statistics
 import subprocess
 import sys
 
-from nf4kernel.harness import decision, gpu_state, noise
-from nf4kernel.harness.gate_table import markdown, table
+from harness import decision, gpu_state, noise
+from harness.gate_table import markdown, table
 
 ROUNDS_PER_BATCH = 2  # rounds added at a time while the interval straddles the threshold
 AA_ROUNDS = 15  # --aa's default: a noise floor from 5 rounds would itself be noise
@@ -57,7 +57,7 @@ def environment(with_unsloth: bool = True) -> dict:
     import bitsandbytes
     import triton
 
-    from nf4kernel.harness import workload
+    from harness import workload
 
     env.update(device=workload.device_name(), triton=triton.__version__, bitsandbytes=bitsandbytes.__version__)
     if not with_unsloth:
@@ -99,7 +99,7 @@ def check_correctness(mlps, impls) -> list[dict]:
 def run_classic(rounds: int) -> dict:
     """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: its own process."""
     env = {**os.environ, "UNSLOTH_BNB_TRITON": "0"}
-    command = [sys.executable, "-m", "nf4kernel.harness.classic", "--rounds", str(rounds)]
+    command = [sys.executable, "-m", "harness.classic", "--rounds", str(rounds)]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
     except subprocess.TimeoutExpired:
@@ -113,7 +113,7 @@ def run_classic(rounds: int) -> dict:
 def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> None:
     """Adds ``count`` interleaved rounds to ``record["seconds"]``, and the GPU's state before and
     after each to ``record["round_states"]``, carrying on the alternation of the rounds before."""
-    from nf4kernel.harness import workload
+    from harness import workload
 
     seconds = record.setdefault("seconds", {name: [] for name in impls})
     states = record.setdefault("round_states", [])
@@ -147,7 +147,7 @@ def time_until_decided(record: dict, add_rounds, threshold: float, base=None, ma
 
 def prepare(record: dict) -> list:
     """The Challenge A weights, and what the record says about them and the run."""
-    from nf4kernel.harness import workload
+    from harness import workload
 
     record["calls_per_timing"] = workload.ROUNDS_PER_TIMING
     log("building the Challenge A weights")
@@ -170,7 +170,7 @@ def measure(
     """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
     ``max_rounds``) while an interval the verdict rests on straddles its limit."""
     max_rounds = max(rounds, max_rounds or rounds)
-    record = {"command": " ".join(["python -m nf4kernel.harness.gate", *sys.argv[1:]]), "environment": environment()}
+    record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
     record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds)
     env = record["environment"]
     if not env["cuda"] or not env.get("unsloth"):
@@ -179,7 +179,7 @@ def measure(
         decision.check_same_gpu(env, base)  # before minutes of timing, not after
     import torch
 
-    from nf4kernel.harness import workload
+    from harness import workload
 
     log(f"{env['device']}: torch {env['torch']}, triton {env['triton']}, unsloth {env['unsloth']}")
     impls = {
@@ -212,13 +212,13 @@ def measure_aa(rounds: int) -> dict:
     """nf4kernel against itself: the same function in slots A and B, interleaved like the gate's."""
     record = {
         "mode": noise.MODE,
-        "command": " ".join(["python -m nf4kernel.harness.gate", *sys.argv[1:]]),
+        "command": " ".join(["python -m harness.gate", *sys.argv[1:]]),
         "environment": environment(with_unsloth=False),
         "rounds": rounds,
     }
     if not record["environment"]["cuda"]:
         return record
-    from nf4kernel.harness import workload
+    from harness import workload
 
     dequantize = workload.nf4kernel_impl()
     impls = {noise.A: dequantize, noise.B: dequantize}
@@ -230,7 +230,7 @@ def measure_aa(rounds: int) -> dict:
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.gate", description=__doc__.splitlines()[0])
     default_threshold = float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD))
     parser.add_argument(
         "--threshold", type=float, default=default_threshold, help="minimum median speed-up over Unsloth (%(default)s)"

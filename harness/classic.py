@@ -2,7 +2,7 @@
 is imported with ``UNSLOTH_BNB_TRITON=0``; hence a process of its own. Times it interleaved with
 nf4kernel on the Challenge A workload and prints one JSON line. The gate runs it.
 
-    UNSLOTH_BNB_TRITON=0 python -m nf4kernel.harness.classic --rounds 5
+    UNSLOTH_BNB_TRITON=0 python -m harness.classic --rounds 5
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from nf4kernel.harness import workload
+    from harness import workload
 
     impls = {"nf4kernel": workload.nf4kernel_impl(), "unsloth_classic": workload.unsloth_impl()}
     mlps = workload.challenge_a()

@@ -8,8 +8,8 @@ kept in ``site_assets/`` with their licences; ``site_assets/lock.json`` pins eac
 refuses a file that changed. Where npm's file is the very file the CDN serves, asv's own SRI hash
 matches it too (the tests check both).
 
-    python -m nf4kernel.harness.site publish [--config asv.conf.json]   # seed, asv publish, self-contain
-    python -m nf4kernel.harness.site vendor                             # re-fetch from npm and verify
+    python -m harness.site publish [--config asv.conf.json]   # seed, asv publish, self-contain
+    python -m harness.site vendor                             # re-fetch from npm and verify
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ def check_assets() -> None:
     for entry in lock()["files"]:
         path = ASSETS / entry["local"]
         if not path.is_file():
-            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m nf4kernel.harness.site vendor`")
+            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m harness.site vendor`")
         if sri(path.read_bytes()) != entry["sri"]:
             raise ValueError(f"site assets: {entry['local']} does not match its pinned hash in {LOCK.name}")
 
@@ -109,7 +109,7 @@ def drop_benchmarks_without_results(html_dir: Path) -> list[str]:
 
 def publish(config: str = "asv.conf.json") -> Path:
     """Seed the results with the committed history, ``asv publish``, then make the site self-contained."""
-    from nf4kernel.harness import asvrun, history
+    from harness import asvrun, history
 
     conf = asvrun.load_config(config)
     history.seed(asvrun.ROOT / conf["results_dir"])
@@ -157,7 +157,7 @@ def vendor(update: bool = False) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.site", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.site", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     publish_cmd.add_argument("--config", default="asv.conf.json")

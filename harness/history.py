@@ -6,8 +6,8 @@ asv first *seeds* ``.asv/results`` from it (copying what is not there yet), so a
 shows the real GPU graphs; ``store`` copies a GPU machine's new results back, to be committed. The
 CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean nothing beside a GPU's.
 
-    python -m nf4kernel.harness.history store [--machine NAME]   # .asv/results -> benchmarks/history
-    python -m nf4kernel.harness.history list                     # what the committed history holds
+    python -m harness.history store [--machine NAME]   # .asv/results -> benchmarks/history
+    python -m harness.history list                     # what the committed history holds
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from nf4kernel.harness.asvrun import ROOT, load_config
+from harness.asvrun import ROOT, load_config
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -66,7 +66,7 @@ def commits(machine_dir: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nf4kernel.harness.history", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.history", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     store_cmd = commands.add_parser("store", help="copy a GPU machine's results into benchmarks/history")
     store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")

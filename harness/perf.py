@@ -4,7 +4,7 @@
 2. 14336x4096 bf16 back to back: achieved bandwidth as a fraction of this run's device copy;
 3. host cost per call on 4096x1024 bf16, back to back.
 
-    python -m nf4kernel.harness.perf [--rounds 5] [--json PATH]
+    python -m harness.perf [--rounds 5] [--json PATH]
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from nf4kernel.harness import decision, workload
+from harness import decision, workload
 
 
 def main(argv=None) -> int:

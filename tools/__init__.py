@@ -1,1 +1,0 @@
-"""CI tooling that runs on the CPU: the pin check and the local runs of the GitHub workflows (act)."""
