@@ -47,12 +47,15 @@ def run_keeping_exit_code(session: nox.Session, *args: str) -> None:
 def tests(session: nox.Session) -> None:
     """The correctness suite, in parallel (pytest -n auto; args after -- go to pytest).
 
-    Without a GPU the kernel runs in the Triton interpreter: ``nox -s tests -- -k launch_cache``."""
+    Without a GPU the kernel runs in the Triton interpreter: ``nox -s tests -- -k launch_cache``.
+    The suite is the one of the directory nox was started in: gpu.yml starts it in a PR's checkout
+    with the base's noxfile (``nox --noxfile ../trusted/noxfile.py``)."""
     install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
     # With the CI tools installed, the act and package-index tests must run; under --no-venv (the GPU
     # runner: no act, no general internet) they skip, saying why.
     ci_tools = {} if session.venv_backend == "none" else {"NF4KERNEL_CI_TOOLS": "installed"}
-    session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=ci_tools)
+    with session.chdir(session.invoked_from):
+        session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=ci_tools)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])

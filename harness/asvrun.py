@@ -2,20 +2,18 @@
 
 * Suites: which benchmarks a run selects, and which baselines its measuring process imports.
 * ``run``: ``asv run`` in this Python for one commit, under the machine's GPU name and the stable
-  environment name (``asv_env.py``), with that commit's nf4kernel first on the benchmark processes'
-  path when it comes from a worktree: one ruler (this checkout's ``benchmarks/``), any kernel.
-* ``worktree``: a commit's tree checked out beside this one, removed afterwards.
+  environment name (``asv_env.py``), with that commit's nf4kernel (staged alone by
+  ``kernel_source.py``) first on the benchmark processes' path: one ruler (this checkout's
+  ``benchmarks/``), any kernel.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import re
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,7 +68,8 @@ def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None, chec
 
 def run(commit: str, suite: str, machine: str, config: str, source: str | None = None, quick: bool = False) -> int:
     """``asv run`` of ``suite`` for ``commit`` (results stored under that hash). nf4kernel comes from
-    ``source`` (a worktree of that commit) when given, else from wherever this Python finds it."""
+    ``source`` (a folder holding that commit's nf4kernel alone) when given, else from wherever this
+    Python finds it."""
     chosen = SUITES[suite]
     env = asv_env(*([source] if source else []))
     env[BASELINES_ENV] = chosen.baselines
@@ -113,15 +112,3 @@ def outcome(results_dir: str, machine: str, commit: str, bench: str) -> Outcome:
 
 def git(*args: str) -> str:
     return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
-
-
-@contextlib.contextmanager
-def worktree(sha: str):
-    """``sha``'s tree in a temporary git worktree; removed on the way out, whatever happened."""
-    with tempfile.TemporaryDirectory(prefix=f"nf4kernel-{sha[:8]}-") as tmp:
-        path = os.path.join(tmp, "src")
-        git("worktree", "add", "--detach", path, sha)
-        try:
-            yield path
-        finally:
-            git("worktree", "remove", "--force", path)

@@ -1,12 +1,13 @@
-"""A history from day one: benchmark earlier commits of main, each through a worktree.
+"""A history from day one: benchmark earlier commits of main, each commit's nf4kernel alone.
 
     python -m harness.backfill RANGE [--suite nf4kernel-only] [--store] [--force]
 
 RANGE is a git revision range (``c0dfe69~12..c0dfe69``, ``main~10..main``); its first-parent commits
-are benchmarked oldest first, each commit's nf4kernel from a worktree, measured by *this* checkout's
-ruler, as the regression check does. A commit whose nf4kernel can't be imported from its own tree
-(it predates the package, or fails to import) is skipped, and the run says so and why. Commits
-already benchmarked on this machine are skipped unless ``--force``.
+are benchmarked oldest first, each commit's nf4kernel (and nothing else of its tree:
+``kernel_source.py``) measured by *this* checkout's ruler, as the regression check does. A commit
+whose nf4kernel can't be imported from its own tree (it predates the package, or fails to import)
+is skipped, and the run says so and why. Commits already benchmarked on this machine are skipped
+unless ``--force``.
 
 The default suite is nf4kernel's own figures (kernel time, time over copy, memory peak): no baseline
 is imported, so a commit takes seconds, not Unsloth's 30 s import. ``--store`` then copies the
@@ -21,14 +22,14 @@ import subprocess
 import sys
 import time
 
-from harness import asvrun, history, machine
+from harness import asvrun, history, kernel_source, machine
 
-# Imports nf4kernel as the benchmark processes will (the worktree first on the path) and checks that
-# it came from there and has the call the ruler uses.
+# Imports nf4kernel as the benchmark processes will (the staged folder first on the path) and checks
+# that it came from there and has the call the ruler uses.
 _PROBE = (
     "import os, sys, nf4kernel; "
     "where = os.path.realpath(nf4kernel.__file__); "
-    "assert where.startswith(os.path.realpath(sys.argv[1]) + os.sep), f'found at {where}, not in the worktree'; "
+    "assert where.startswith(os.path.realpath(sys.argv[1]) + os.sep), f'found at {where}, not in the staged folder'; "
     "nf4kernel.dequantize"
 )
 
@@ -78,10 +79,13 @@ def main(argv=None) -> int:
             print(f"backfill: {sha[:8]} already benchmarked on {info['machine']}: {subject}", flush=True)
             continue
         started = time.perf_counter()
-        with asvrun.worktree(sha) as tree:
-            why = why_not_runnable(tree)
-            if why is None:
-                asvrun.run(sha, args.suite, info["machine"], args.config, source=tree)
+        try:
+            with kernel_source.staged(sha) as kernel:
+                why = why_not_runnable(str(kernel.path))
+                if why is None:
+                    asvrun.run(sha, args.suite, info["machine"], args.config, source=str(kernel.path))
+        except kernel_source.SourceError as error:
+            why = str(error)
         if why is not None:
             skipped.append((sha, why))
             print(f"backfill: {sha[:8]} skipped: {why} ({subject})", flush=True)

@@ -34,6 +34,7 @@ SEED = 10
 
 EXIT_PASS = 0
 EXIT_TOO_SLOW = 1
+EXIT_BAD_INPUT = 2  # also: a base record with no timings, where the relative check was asked for
 EXIT_INCORRECT = 3
 EXIT_NO_GPU = 4
 EXIT_NO_UNSLOTH = 5
@@ -267,10 +268,16 @@ def decide(
             f"round{'s' if len(throttled) > 1 else ''} {', '.join(str(n) for n, _ in throttled)} of {len(ratios)} "
             f"taken while the GPU throttled ({', '.join(reasons)}); counted, as both implementations ran in each"
         )
+    exit_code = EXIT_TOO_SLOW
     if base is not None:
         verdict.baseline = compare(record, base, max_drop)
         if "skipped" in verdict.baseline:
-            verdict.notes.append(f"no comparison with the base: {verdict.baseline['skipped']}")
+            # Fail closed: a relative check was asked for and can't be made, so nothing says the PR
+            # is no slower than its base.
+            verdict.reasons.append(
+                f"no comparison with the base: {verdict.baseline['skipped']}; the gate can't pass without it"
+            )
+            exit_code = EXIT_BAD_INPUT
         elif verdict.baseline["failed"]:
             b = verdict.baseline
             verdict.reasons.append(
@@ -278,5 +285,5 @@ def decide(
                 f"{1 - b['ci_high']:.1%} to {1 - b['ci_low']:.1%}), more than the allowed {max_drop:.0%}"
             )
     if verdict.reasons:
-        verdict.passed, verdict.exit_code = False, EXIT_TOO_SLOW
+        verdict.passed, verdict.exit_code = False, exit_code
     return verdict

@@ -1,9 +1,15 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
     python -m harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
-                                     [--summary summary.md] [--baseline base-gate.json [--max-drop 0.10]]
+                           [--summary summary.md] [--baseline base-gate.json [--max-drop 0.10]]
+                           [--kernel SOURCE] [--measure-only]
     python -m harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
     python -m harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
+
+``--kernel`` measures another tree's kernel with this harness: SOURCE is a commit or a checkout's
+path, and only its ``nf4kernel/`` is put on the path (``kernel_source.py``). ``--measure-only``
+writes the record and exits on the measurement alone (0 measured, 3, 4, 5), for a workflow that
+decides in a later step (``--replay``), in a process where the kernel under test never ran.
 
 1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and
    ``F.linear(X, W)`` through it equals the ``Linear4bit`` module's own forward.
@@ -14,7 +20,8 @@
    Unsloth's classic path (``UNSLOTH_BNB_TRITON=0``) in a process of its own.
 3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold, or with
    ``--baseline`` a drop from the base commit's speed-up larger than ``--max-drop`` with confidence),
-   2 bad arguments or input, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth.
+   2 bad arguments or input (a baseline that is missing, no gate record, or timed nothing), 3 incorrect,
+   4 no CUDA GPU, 5 no Unsloth.
 
 ``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
 (``noise.py``): exit 0 when measured, 4 without a GPU.
@@ -23,14 +30,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
 import statistics
 import subprocess
 import sys
+from pathlib import Path
 
-from harness import decision, gpu_state, noise
+from harness import decision, gpu_state, kernel_source, noise
 from harness.gate_table import markdown, table
 
 ROUNDS_PER_BATCH = 2  # rounds added at a time while the interval straddles the threshold
@@ -96,10 +105,39 @@ def check_correctness(mlps, impls) -> list[dict]:
     return checks
 
 
+def use_kernel(source: str | None, stack: contextlib.ExitStack) -> dict:
+    """Puts the kernel under test first on this process's path (and on its children's): ``source``'s
+    nf4kernel alone, staged for the length of ``stack``; with no source, the one this Python finds
+    (this checkout's). What the record says about it."""
+    if source is None:
+        return {"source": "the nf4kernel this Python imports"}
+    kernel = stack.enter_context(kernel_source.staged(source))
+    sys.path.insert(0, str(kernel.path))
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(kernel.path), str(kernel_source.ROOT), *inherited])
+    log(f"the kernel under test: {kernel.describe()} (from {source})")
+    return {"source": source, "commit": kernel.commit, "staged": str(kernel.path)}
+
+
+def check_kernel(record: dict) -> None:
+    """The nf4kernel this process imported is the one under test (SourceError, exit 2, if not)."""
+    staged = record.get("kernel", {}).get("staged")
+    if staged:
+        record["kernel"]["imported_from"] = kernel_source.imported_from(Path(staged))
+    else:
+        import nf4kernel
+
+        record.setdefault("kernel", {})["imported_from"] = os.path.realpath(nf4kernel.__file__)
+
+
 def run_classic(rounds: int) -> dict:
-    """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: its own process."""
-    env = {**os.environ, "UNSLOTH_BNB_TRITON": "0"}
-    command = [sys.executable, "-m", "harness.classic", "--rounds", str(rounds)]
+    """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: its own process, on
+    the same kernel (-P: not the current directory's nf4kernel; PYTHONPATH puts the one under test
+    first, then this harness)."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([*inherited, str(kernel_source.ROOT)])
+    env = {**os.environ, "UNSLOTH_BNB_TRITON": "0", "PYTHONPATH": path}
+    command = [sys.executable, "-P", "-m", "harness.classic", "--rounds", str(rounds)]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
     except subprocess.TimeoutExpired:
@@ -166,11 +204,13 @@ def measure(
     threshold: float = decision.DEFAULT_THRESHOLD,
     base: dict | None = None,
     max_drop: float = decision.DEFAULT_MAX_DROP,
+    kernel: dict | None = None,
 ) -> dict:
     """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
     ``max_rounds``) while an interval the verdict rests on straddles its limit."""
     max_rounds = max(rounds, max_rounds or rounds)
     record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
+    record["kernel"] = dict(kernel or {})
     record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds)
     env = record["environment"]
     if not env["cuda"] or not env.get("unsloth"):
@@ -187,6 +227,8 @@ def measure(
         "unsloth": workload.unsloth_impl(),
         "bitsandbytes": workload.bitsandbytes_impl(),
     }
+    check_kernel(record)
+    log(f"nf4kernel imported from {record['kernel']['imported_from']}")
     record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
     mlps = prepare(record)
     log("checking correctness")
@@ -208,19 +250,21 @@ def measure(
     return record
 
 
-def measure_aa(rounds: int) -> dict:
+def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
     """nf4kernel against itself: the same function in slots A and B, interleaved like the gate's."""
     record = {
         "mode": noise.MODE,
         "command": " ".join(["python -m harness.gate", *sys.argv[1:]]),
         "environment": environment(with_unsloth=False),
         "rounds": rounds,
+        "kernel": dict(kernel or {}),
     }
     if not record["environment"]["cuda"]:
         return record
     from harness import workload
 
     dequantize = workload.nf4kernel_impl()
+    check_kernel(record)
     impls = {noise.A: dequantize, noise.B: dequantize}
     mlps = prepare(record)
     log(f"timing {rounds} A/A rounds (nf4kernel against itself)")
@@ -261,6 +305,16 @@ def command_line() -> argparse.ArgumentParser:
         default=decision.DEFAULT_MAX_DROP,
         help="the largest allowed drop of the speed-up from the base's, as a fraction (%(default)s)",
     )
+    parser.add_argument(
+        "--kernel",
+        metavar="SOURCE",
+        help="measure this commit's or checkout's nf4kernel/ alone, with this harness (default: the one imported)",
+    )
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="record, and exit on the measurement alone (0 measured, 3, 4, 5); decide later with --replay",
+    )
     return parser
 
 
@@ -280,6 +334,8 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error(f"--max-drop is a fraction in [0, 1), not {args.max_drop}")
     if args.aa and (args.baseline or args.replay):
         parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
+    if args.replay and (args.kernel or args.measure_only):
+        parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
     return args
 
 
@@ -333,19 +389,25 @@ def report_aa(args, record: dict) -> int:
 def main(argv=None) -> int:
     parser = command_line()
     args = parse(parser, argv)
-    try:
-        base = read_baseline(args.baseline) if args.baseline else None
-        if args.aa:
-            return report_aa(args, measure_aa(args.rounds))
-        if args.replay:
-            record = read_record(args.replay, "--replay")
-            if record.get("mode") == noise.MODE:
-                return report_aa(args, record)
-        else:
-            record = measure(args.rounds, not args.no_classic, args.max_rounds, args.threshold, base, args.max_drop)
-        verdict = decision.decide(record, args.threshold, base, args.max_drop)
-    except ValueError as error:  # a malformed record or baseline, a base from another GPU
-        parser.error(str(error))
+    with contextlib.ExitStack() as stack:
+        try:
+            base = read_baseline(args.baseline) if args.baseline else None
+            kernel = None if args.replay else use_kernel(args.kernel, stack)
+            if args.aa:
+                return report_aa(args, measure_aa(args.rounds, kernel))
+            if args.replay:
+                record = read_record(args.replay, "--replay")
+                if record.get("mode") == noise.MODE:
+                    return report_aa(args, record)
+            else:
+                record = measure(
+                    args.rounds, not args.no_classic, args.max_rounds, args.threshold, base, args.max_drop, kernel
+                )
+            verdict = decision.decide(record, args.threshold, base, args.max_drop)
+        except ValueError as error:  # a malformed record or baseline, a base from another GPU, no such kernel
+            parser.error(str(error))
+    if args.measure_only:
+        return report_measured(args, record, verdict)
     record["threshold"] = args.threshold
     record["verdict"] = verdict.as_dict()
     if args.baseline:
@@ -353,6 +415,19 @@ def main(argv=None) -> int:
     text = table(record, verdict, args.threshold)
     write(args, record, text, markdown(record, verdict, args.threshold, text))
     return verdict.exit_code
+
+
+MEASUREMENT_FAILURES = (decision.EXIT_INCORRECT, decision.EXIT_NO_GPU, decision.EXIT_NO_UNSLOTH)
+
+
+def report_measured(args, record: dict, verdict: decision.Verdict) -> int:
+    """--measure-only: the record, with what it would be decided here for reading, and an exit code
+    that says only whether it measured: a kernel slower than the threshold still exits 0."""
+    record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+    text = table(record, verdict, args.threshold)
+    text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
+    write(args, record, text, "")
+    return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
 
 
 if __name__ == "__main__":

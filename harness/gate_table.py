@@ -134,12 +134,23 @@ def baseline_lines(verdict: decision.Verdict) -> list[str]:
     ]
 
 
+def kernel_line(record: dict) -> list[str]:
+    """Which nf4kernel was measured: a commit's package alone (--kernel), or the one imported."""
+    kernel = record.get("kernel") or {}
+    where = kernel.get("imported_from")
+    if not where:
+        return []
+    commit = kernel.get("commit")
+    what = f"nf4kernel of {commit[:12]} ({kernel['source']}), alone on the path" if commit else "nf4kernel"
+    return [f"kernel under test: {what}, imported from {where}"]
+
+
 def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
     """The whole text, the verdict line last."""
     lines = timing_table(record) if "seconds" in record else []
     if verdict.ratio_median is not None:
         lines += speed_up(record, verdict, threshold) + gpu_state_line(record) + baseline_lines(verdict)
-    lines += versions_line(record)
+    lines += versions_line(record) + kernel_line(record)
     checks = record.get("correctness", [])
     if checks:
         exact = sum(c.get("exact", c["ok"]) for c in checks)

@@ -1,9 +1,13 @@
 """The regression check between two commits: asv on both, exit 1 when HEAD got slower.
 
     python -m harness.regression BASE HEAD [--factor 1.20] [--mean-factor 1.07] [--summary PATH]
+    python -m harness.regression BASE HEAD --measure-only     # asv on both, no verdict
+    python -m harness.regression BASE HEAD --no-run           # the verdict on stored results
 
-Each commit's nf4kernel is checked out into a temporary worktree and measured in this Python by
-*this* checkout's ruler (``benchmarks/``): one ruler, two kernels. It compares nf4kernel's own
+BASE and HEAD are each a commit of this repository or the path of another checkout (a PR's, beside
+this one: its HEAD commit is fetched here). Each commit's nf4kernel, alone (``kernel_source.py``),
+is measured in this Python by *this* checkout's ruler (``benchmarks/``): one ruler, two kernels, and
+the verdict is this checkout's, whatever the tree under test says about its own harness. It compares nf4kernel's own
 figures (kernel time, time over copy, memory peak: the ``nf4kernel-only`` suite) and fails when
 
 * any one result is worse than ``--factor`` times BASE's (asv's own comparison; its table is
@@ -32,8 +36,9 @@ import math
 import re
 import statistics
 import sys
+from pathlib import Path
 
-from harness import asvrun, machine
+from harness import asvrun, kernel_source, machine
 
 WORSE = ("+", "!")  # asv's marks: slower beyond the factor, or newly failing
 KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
@@ -111,15 +116,39 @@ def summary(base: str, head: str, table: str, verdicts: list[str], failed: bool)
     return f"### asv regression check: {base[:8]} → {head[:8]}\n\n{table}\n\n{body}\n\n**{verdict}**\n"
 
 
-def resolve(name: str) -> str:
-    """A full commit hash: as given (recorded results of a commit this clone lacks), else from git."""
-    return name if FULL_SHA.fullmatch(name) else asvrun.git("rev-parse", name)
+def machine_with_both(results_dir: str, base: str, head: str) -> str:
+    """The one machine whose stored results hold both commits (what ``--no-run`` compares)."""
+    from asv.results import iter_results_for_machine_and_hash
+
+    root = Path(results_dir)
+    machines = sorted(p.name for p in root.iterdir() if (p / "machine.json").is_file()) if root.is_dir() else []
+    both = [m for m in machines if all(any(iter_results_for_machine_and_hash(results_dir, m, c)) for c in (base, head))]
+    if len(both) != 1:
+        found = ", ".join(both) or "none"
+        raise ValueError(f"machines with results for both {base[:8]} and {head[:8]}: {found}; name one with --machine")
+    return both[0]
+
+
+def resolve(source: str, no_run: bool) -> str:
+    """A full commit hash for BASE or HEAD. With ``--no-run`` a full hash is taken as given: recorded
+    results may be for a commit this clone lacks."""
+    if no_run and FULL_SHA.fullmatch(source):
+        return source
+    return kernel_source.resolve(source)
+
+
+def measure(base: str, head: str, suite_name: str, machine_name: str, config: str) -> None:
+    suite = asvrun.SUITES[suite_name]
+    for sha in (base, head):
+        with kernel_source.staged(sha) as kernel:
+            print(f"regression: {sha[:8]} ({suite.about}), {kernel.describe()}", flush=True)
+            asvrun.run(sha, suite_name, machine_name, config, source=str(kernel.path))
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.regression", description=__doc__.splitlines()[0])
-    parser.add_argument("base", help="the reference commit (a PR's base)")
-    parser.add_argument("head", help="the commit under test")
+    parser.add_argument("base", help="the reference: a commit, or a checkout's path (a PR's base)")
+    parser.add_argument("head", help="under test: a commit, or a checkout's path (a PR's head, beside this one)")
     parser.add_argument("--factor", type=float, default=1.20, help="one result this much slower fails (%(default)s)")
     parser.add_argument(
         "--mean-factor", type=float, default=1.07, help="kernel time this much slower on average fails (%(default)s)"
@@ -127,15 +156,28 @@ def main(argv=None) -> int:
     parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
     parser.add_argument("--config", default="asv.conf.json")
     parser.add_argument("--summary", help="append the comparison as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
-    parser.add_argument("--no-run", action="store_true", help="compare results already stored")
-    parser.add_argument("--machine", help="compare this machine's stored results (with --no-run; default: this one)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--no-run", action="store_true", help="compare results already stored (no GPU needed)")
+    mode.add_argument("--measure-only", action="store_true", help="run asv on both commits, give no verdict")
+    parser.add_argument(
+        "--machine", help="with --no-run: the machine whose results to compare (default: the one that has both)"
+    )
     args = parser.parse_args(argv)
 
     from asv.config import Config
 
-    base, head = resolve(args.base), resolve(args.head)
-    if args.machine and args.no_run:
-        machine_name = args.machine
+    try:
+        base, head = resolve(args.base, args.no_run), resolve(args.head, args.no_run)
+    except kernel_source.SourceError as error:
+        parser.error(str(error))
+    conf = Config.load(args.config)
+    conf.results_dir = str(asvrun.ROOT / conf.results_dir)
+    suite = asvrun.SUITES[args.suite]
+    if args.no_run:
+        try:
+            machine_name = args.machine or machine_with_both(conf.results_dir, base, head)
+        except ValueError as error:
+            parser.error(str(error))
     else:
         info = machine.register()
         machine_name = info["machine"]
@@ -143,14 +185,10 @@ def main(argv=None) -> int:
         if info["gpu"] == "none" and args.suite != "cpu":
             print("regression: no CUDA GPU here: nothing to measure (use --suite cpu for a smoke run)", flush=True)
             return 4
-    suite = asvrun.SUITES[args.suite]
-    if not args.no_run:
-        for sha in (base, head):
-            with asvrun.worktree(sha) as tree:
-                print(f"regression: {sha[:8]} ({suite.about}), nf4kernel from {tree}", flush=True)
-                asvrun.run(sha, args.suite, machine_name, args.config, source=tree)
-    conf = Config.load(args.config)
-    conf.results_dir = str(asvrun.ROOT / conf.results_dir)
+        measure(base, head, args.suite, machine_name, args.config)
+        if args.measure_only:
+            print(f"regression: {base[:8]} and {head[:8]} measured on {machine_name}; no verdict asked", flush=True)
+            return 0
     table, worse = compare(conf, base, head, args.factor, machine_name, suite.bench)
     mean, shapes = kernel_time_mean_ratio(conf.results_dir, machine_name, base, head)
     print(table, flush=True)

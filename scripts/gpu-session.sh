@@ -35,7 +35,7 @@ for step in "$@"; do
       # Two scratch commits on top of main, never pushed: a planted ~2x slowdown (every planned
       # launch made twice) and a no-op. The first must exit 1 naming what got slower, the second 0.
       base=$(git rev-parse main)
-      git checkout -q -B scratch-slow "$base" && git apply benchmarks/results/plant-2x-slowdown.patch \
+      git checkout -q -B scratch-slow "$base" && git apply harness/plants/2x.patch \
         && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: every planned launch twice (planted 2x)"
       git checkout -q -B scratch-noop "$base" && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op"
       git checkout -q main
@@ -77,11 +77,11 @@ for step in "$@"; do
       python3 -m harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
-        git apply "benchmarks/results/plant-$plant-slowdown.patch" || exit 1
+        git apply "harness/plants/$plant.patch" || exit 1
         python3 -m harness.gate --no-classic --baseline "$OUT/planted-base.json" \
           --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
-        git apply -R "benchmarks/results/plant-$plant-slowdown.patch" || exit 1
+        git apply -R "harness/plants/$plant.patch" || exit 1
       done
       grep -h "^nf4kernel vs Unsloth\|drop\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;

@@ -221,15 +221,18 @@ def test_the_allowed_drop_is_configurable():
         decision.decide(base, base=base, max_drop=1.5)
 
 
-def test_a_base_that_timed_nothing_is_said_not_failed():
+def test_a_base_that_timed_nothing_fails_closed():
+    """The relative check was asked for (a PR) and the base's record can't give it: no pass."""
     base = record(0.1, 0.4, ok=False)
     del base["seconds"]
     base["verdict"] = {"reasons": ["2048x8192 float16 up: unsloth differs"]}
     verdict = decision.decide(committed(1), base=base)
-    assert verdict.passed
-    assert verdict.notes == [
-        "no comparison with the base: the base's record timed nothing (2048x8192 float16 up: unsloth differs)"
+    assert not verdict.passed and verdict.exit_code == decision.EXIT_BAD_INPUT
+    assert verdict.reasons == [
+        "no comparison with the base: the base's record timed nothing (2048x8192 float16 up: unsloth differs); "
+        "the gate can't pass without it"
     ]
+    assert decision.decide(committed(1)).passed  # the same run, with no relative check asked for
 
 
 def test_a_base_from_another_gpu_is_refused_by_name():

@@ -1,4 +1,4 @@
-"""The planted slowdowns (benchmarks/results/plant-*.patch) still plant what they say in this tree.
+"""The planted slowdowns (harness/plants/*.patch) still plant what they say in this tree.
 
 scripts/gpu-session.sh's ``planted`` and ``regression`` steps apply them on a GPU machine to show
 that the gate and the regression check catch a slowdown. A patch that no longer applies, or that
@@ -36,7 +36,7 @@ def test_the_unplanted_planned_path_launches_once():
 @pytest.mark.parametrize("plant", PLANTS)
 def test_a_planted_slowdown_applies_and_adds_launches_to_the_planned_path(tmp_path, plant):
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
-    patch = ROOT / "benchmarks" / "results" / f"plant-{plant}-slowdown.patch"
+    patch = ROOT / "harness" / "plants" / f"{plant}.patch"
     # Outside a repository, git apply is a plain patch tool; --check first, as the steps would fail.
     subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, check=True)
     subprocess.run(["git", "apply", str(patch)], cwd=tmp_path, check=True)
