@@ -120,6 +120,17 @@ def backfill(session: nox.Session) -> None:
     session.run("python", "-m", "harness.backfill", *session.posargs)
 
 
+@nox.session(default=False, venv_params=["--system-site-packages"])
+def rehearse(session: nox.Session) -> None:
+    """gpu.yml and history.yml for real on this GPU machine, under nektos act: ``nox -s rehearse -- noop``.
+
+    Scenarios: noop, slow, self-pass, push (``-- --list`` says what each proves); logs in .rehearsal/.
+    Exits 4 without an NVIDIA GPU."""
+    install(session, "-r", CI_TOOLS_REQUIREMENTS)
+    install(session, "-r", HARNESS_REQUIREMENTS)
+    run_keeping_exit_code(session, "python", "-m", "harness.rehearse", *session.posargs)
+
+
 @nox.session(default=False)
 def pins(session: nox.Session) -> None:
     """Checks that every pin has a wheel for every Python that ci.yml sets up (reads index pages only).

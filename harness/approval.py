@@ -81,7 +81,9 @@ def approve(event_name: str, event: dict, sha: str, ref: str, github: GitHub) ->
     default = (event.get("repository") or {}).get("default_branch", "main")
     if event_name in ("push", "workflow_dispatch"):
         if ref != f"refs/heads/{default}":
-            raise Refused(f"{event_name} on {ref}: only the default branch ({default}) runs on the GPU without approval")
+            raise Refused(
+                f"{event_name} on {ref}: only the default branch ({default}) runs on the GPU without approval"
+            )
         return Approval(sha, sha, "", "", f"{event_name} to {default} at {sha[:12]}: merged code, judged by itself")
     if event_name != "issue_comment":
         raise Refused(f"{event_name} events approve nothing")
@@ -146,7 +148,9 @@ def main(argv=None) -> int:
         status.add_argument(f"--{job}", required=True, help=f"the {job} job's result")
     args = parser.parse_args(argv)
     env = os.environ
-    github = GitHub(env.get("GITHUB_API_URL", "https://api.github.com"), env.get("GH_TOKEN", ""), env["GITHUB_REPOSITORY"])
+    github = GitHub(
+        env.get("GITHUB_API_URL", "https://api.github.com"), env.get("GH_TOKEN", ""), env["GITHUB_REPOSITORY"]
+    )
     if args.command == "report":
         run_url = f"{env.get('GITHUB_SERVER_URL', 'https://github.com')}/{env['GITHUB_REPOSITORY']}/actions/runs/"
         results = {"GPU tests": args.tests, "gate": args.gate, "regression": args.regression}
@@ -160,7 +164,9 @@ def main(argv=None) -> int:
     with open(env["GITHUB_EVENT_PATH"]) as f:
         event = json.load(f)
     try:
-        approval = approve(env["GITHUB_EVENT_NAME"], event, env.get("GITHUB_SHA", ""), env.get("GITHUB_REF", ""), github)
+        approval = approve(
+            env["GITHUB_EVENT_NAME"], event, env.get("GITHUB_SHA", ""), env.get("GITHUB_REF", ""), github
+        )
     except Refused as error:
         print(f"::error::nothing runs on the GPU: {error}")
         _append("GITHUB_STEP_SUMMARY", f"### GPU approval\n\nNothing runs on the GPU: {error}.\n")

@@ -30,7 +30,9 @@ What the run leaves in ``--out``: ``act.log`` (every line, timed), ``summary.md`
 summary), ``statuses.json`` (what was posted to the API), ``checkouts.tsv`` (each checkout: job,
 path, ref asked for, commit), ``jobs.json`` (each job's result and wall time) and ``verdict.txt``.
 Exit 0 when the scenario's expectations held, 1 when not (named on the last lines), 2 when it could
-not run here (no act, no git checkout).
+not run here (no act, no git checkout, no ``python`` on the PATH), 4 without an NVIDIA GPU: the
+jobs' steps are the real ones. On a CPU machine, ``nox -s tests -- tests/harness`` runs the same
+workflows with recorded measurements in place of the GPU steps (tests/harness/cpu_world.py).
 """
 
 from __future__ import annotations
@@ -125,7 +127,10 @@ def read_act_output(lines, started: float, echo: bool) -> Run:
 class World:
     """The throwaway origin, the clone act runs in, the API stand-in and the stand-ins' folders."""
 
-    def __init__(self, scratch: Path, source: Path = ROOT):
+    def __init__(self, scratch: Path, source: Path = ROOT, working_tree: bool = False):
+        """``main`` is ``source``'s HEAD as committed, or with ``working_tree`` its working tree as it is
+        (tracked and untracked files git does not ignore: what the tests check is the code in front of
+        them, committed or not)."""
         self.scratch = scratch
         self.origin = scratch / "origin.git"
         self.work = scratch / "main"
@@ -134,11 +139,13 @@ class World:
         self.standin_log = scratch / "checkouts.tsv"
         for folder in (self.artifacts, self.home):
             folder.mkdir(parents=True)
-        head = git("rev-parse", "HEAD", cwd=source)
+        head = snapshot(source) if working_tree else git("rev-parse", "HEAD", cwd=source)
         git("init", "-q", "--bare", "-b", "main", str(self.origin), cwd=scratch)
         git("push", "-q", str(self.origin), f"{head}:refs/heads/main", cwd=source)
         git("clone", "-q", "-b", "main", str(self.origin), str(self.work), cwd=scratch)
-        git("remote", "set-url", "origin", f"{SERVER}/{REPOSITORY}.git", cwd=self.work)  # act reads the repo's name here
+        git(
+            "remote", "set-url", "origin", f"{SERVER}/{REPOSITORY}.git", cwd=self.work
+        )  # act reads the repo's name here
         self.gitconfig = scratch / "gitconfig"
         self.gitconfig.write_text(f'[url "{self.origin}"]\n\tinsteadOf = {SERVER}/{REPOSITORY}.git\n')
         self.main = head
@@ -239,6 +246,41 @@ class World:
         return run
 
 
+def snapshot(source: Path) -> str:
+    """A commit of ``source``'s working tree on top of its HEAD, made with a scratch index (the
+    checkout's own index, branch and files are left alone)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(tmp) / "index")}
+
+        def plumbing(*args: str) -> str:
+            return subprocess.run(
+                ["git", *args], cwd=source, env=env, capture_output=True, text=True, check=True
+            ).stdout
+
+        plumbing("add", "-A")
+        tree = plumbing("write-tree").strip()
+        return subprocess.run(
+            [
+                "git",
+                "-c",
+                "user.name=rehearsal",
+                "-c",
+                "user.email=rehearsal@localhost",
+                "commit-tree",
+                tree,
+                "-p",
+                "HEAD",
+                "-m",
+                "the working tree",
+            ],
+            cwd=source,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+
 def _until(process: subprocess.Popen, deadline: float):
     """The process's output lines, until it ends or the deadline passes (then it is killed)."""
     for line in process.stdout:
@@ -271,7 +313,8 @@ def plant_and_pass_myself(tree: Path) -> str:
         ],
         "harness/gate.py": [
             (
-                r'default_threshold = float\(os.environ.get\("NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD\)\)',
+                r"default_threshold = float\(os.environ.get\("
+                r'"NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD\)\)',
                 'default_threshold = min(0.5, float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", 1)))',
             )
         ],
@@ -328,6 +371,19 @@ SCENARIOS = {
 }
 
 
+def wrong_checkouts(run: Run, trusted: str, candidate: str) -> list[str]:
+    """Every checkout that took another commit than it should: the PR's commit (``candidate/``) must
+    be the approved one, everything else (``trusted/``, a push's workspace) the judging commit."""
+    problems = []
+    for job, path, asked, commit in run.checkouts:
+        allowed = candidate if path == "candidate" else trusted
+        if commit != allowed:
+            problems.append(
+                f"job {job} checked out {commit[:12]} into {path} (asked for {asked}); expected {allowed[:12]}"
+            )
+    return problems
+
+
 def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[str]:
     """What did not go as the scenario expects ([] when everything did)."""
     problems = []
@@ -347,10 +403,7 @@ def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[st
     if scenario.status == "success" or scenario.change is None:
         wanted_text.append("```mermaid")
     problems += [f"the step summaries lack {text!r}" for text in wanted_text if text not in summaries]
-    for job, path, asked, commit in run.checkouts:
-        allowed = {"candidate": candidate, "trusted": world.main}.get(path, world.main)
-        if commit != allowed:
-            problems.append(f"job {job} checked out {commit[:12]} into {path} (asked for {asked}); expected {allowed[:12]}")
+    problems += wrong_checkouts(run, trusted=world.main, candidate=candidate)
     if scenario.change is None:
         stored = git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin, check=False)
         if f"{candidate[:8]}-" not in stored:
@@ -402,6 +455,14 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
     (out / "verdict.txt").write_text("\n".join(lines) + "\n")
 
 
+def gpu_here() -> bool:
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and "GPU" in done.stdout
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.rehearse", description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
@@ -413,6 +474,16 @@ def main(argv=None) -> int:
         for name, scenario in SCENARIOS.items():
             print(f"{name:10s} {scenario.about}")
         return 0 if args.list else 2
+    if not gpu_here():
+        print(
+            "rehearsal: no NVIDIA GPU here (nvidia-smi -L found none): the jobs run their real GPU steps. "
+            "On a CPU, `nox -s tests -- tests/harness` runs the same workflows with recorded measurements",
+            file=sys.stderr,
+        )
+        return 4
+    if shutil.which("python") is None:
+        print("rehearsal: the workflows run `python`, and there is none on the PATH", file=sys.stderr)
+        return 2
     why = act.why_not_here()
     if why:
         print(f"rehearsal: {why}; it needs nektos act (pip install -r requirements/ci-tools.txt)", file=sys.stderr)

@@ -1,13 +1,13 @@
 """GitHub's part of running a workflow, around the part act does.
 
-For one repository activity (a PR opened, labelled, a push...), GitHub (1) emits one or more events,
-(2) reads the workflow files of a given commit for each (the PR's merge commit for `pull_request`,
-the default branch for `pull_request_target`), (3) starts the workflows whose `on:` matches the event
-with its `types:` and `branches:`, (4) evaluates each job's `if:` and `needs:`, and (5) hands each job
-to a runner whose group admits that workflow at that ref. act does (4), and runs the jobs; it does
-not do (3) (it ignores `types:` and `branches:`) nor (5), so this module does those as GitHub
-documents them, and replaces every job's steps by one marker step that records, when the job runs,
-which job it is and the commit its checkout would take.
+For one repository activity (a PR opened, labelled, commented on, a push...), GitHub (1) emits one or
+more events, (2) reads the workflow files of a given commit for each (the PR's merge commit for
+`pull_request`, the default branch for `pull_request_target` and `issue_comment`), (3) starts the
+workflows whose `on:` matches the event with its `types:` and `branches:`, (4) evaluates each job's
+`if:` and `needs:`, and (5) hands each job to a runner whose group admits that workflow at that ref.
+act does (4), and runs the jobs; it does not do (3) (it ignores `types:` and `branches:`) nor (5), so
+this module does those as GitHub documents them, and replaces every job's steps by one marker step
+that records, when the job runs, which job it is and the commit its checkout would take.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ POLICY = json.loads((ROOT / "scripts" / "gpu-runner" / "policy.json").read_text(
 DEFAULT_TYPES = {
     "pull_request": {"opened", "synchronize", "reopened"},
     "pull_request_target": {"opened", "synchronize", "reopened"},
+    "issue_comment": {"created", "edited", "deleted"},
 }
-# Events whose workflow files come from the PR's merge commit; all others read the default branch
-# (pull_request_target) or the pushed / dispatched ref of this repository.
+# Events whose workflow files come from the PR's merge commit; the default branch's are read for
+# DEFAULT_BRANCH_EVENTS, the pushed / dispatched ref's for the others.
 FROM_THE_PR = {"pull_request", "pull_request_review", "pull_request_review_comment"}
+DEFAULT_BRANCH_EVENTS = {"pull_request_target", "issue_comment"}
 # The one step of every stubbed job: file, job id, commit, matrix leg, tab-separated.
 MARKER_SCRIPT = 'printf "%s\\t%s\\t%s\\t%s\\n" "$MARK_FILE" "$MARK_JOB" "$MARK_SHA" "$MARK_MATRIX" >> "$ACT_MARKERS"'
 
@@ -67,7 +69,7 @@ def workflow_ref(event: str, payload: dict) -> str:
     """The ref GitHub runs the workflow file from (what a runner group's workflow list names)."""
     if event in FROM_THE_PR:
         return f"refs/pull/{payload['pull_request']['number']}/merge"
-    if event == "pull_request_target":
+    if event in DEFAULT_BRANCH_EVENTS:
         return f"refs/heads/{payload['repository']['default_branch']}"
     return payload["ref"]
 
@@ -90,24 +92,31 @@ def runner_takes(job_labels: list[str], workflow_file: str, ref: str) -> bool:
 
 
 def checkout_ref(job: dict) -> str:
-    """The commit the job's code comes from, as an expression: its checkout's `ref`, or the event's
-    commit (github.sha) when the checkout names none; '' for a job that checks nothing out."""
-    for step in job.get("steps", []):
-        if step.get("uses", "").startswith("actions/checkout@"):
-            return str(step.get("with", {}).get("ref", "${{ github.sha }}"))
-    return ""
+    """The commit under test in the job, as an expression: the ref of its checkout into `candidate`
+    (gpu.yml's PR commit) or else of its first checkout, or the event's commit (github.sha) when the
+    checkout names none; '' for a job that checks nothing out."""
+    checkouts = [s for s in job.get("steps", []) if s.get("uses", "").startswith("actions/checkout@")]
+    if not checkouts:
+        return ""
+    step = next((s for s in checkouts if s.get("with", {}).get("path") == "candidate"), checkouts[0])
+    return str(step.get("with", {}).get("ref", "${{ github.sha }}"))
 
 
-def stub(workflow: dict, file_name: str) -> dict:
-    """A copy whose every job, if it runs, only appends `file<TAB>job<TAB>sha<TAB>matrix` to $ACT_MARKERS."""
+def stub(workflow: dict, file_name: str, outputs: dict | None = None) -> dict:
+    """A copy whose every job, if it runs, only appends `file<TAB>job<TAB>sha<TAB>matrix` to $ACT_MARKERS.
+    A job with `outputs:` gives the values ``outputs`` names for it (what the real job would decide)."""
     # YAML 1.1 read the key `on` as True; write it back as `on`.
     copied = {("on" if key is True else key): value for key, value in copy.deepcopy(workflow).items()}
     for job_id, job in copied["jobs"].items():
         job.pop("environment", None)  # deployment protection is GitHub's, not the event logic's
+        given = (outputs or {}).get(job_id, {})
+        if "outputs" in job:
+            job["outputs"] = {name: f"${{{{ steps.marker.outputs.{name} }}}}" for name in job["outputs"]}
         job["steps"] = [
             {
+                "id": "marker",
                 "name": "marker",
-                "run": MARKER_SCRIPT,
+                "run": MARKER_SCRIPT + "".join(f'\necho "{k}={v}" >> "$GITHUB_OUTPUT"' for k, v in given.items()),
                 "env": {
                     "MARK_FILE": file_name,
                     "MARK_JOB": job_id,
@@ -132,10 +141,10 @@ class Ran:
     taken: bool
 
 
-def write_stubs(folder: Path, workflows: dict[str, dict]) -> None:
+def write_stubs(folder: Path, workflows: dict[str, dict], outputs: dict | None = None) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     for name, workflow in workflows.items():
-        (folder / name).write_text(yaml.safe_dump(stub(workflow, name), sort_keys=False))
+        (folder / name).write_text(yaml.safe_dump(stub(workflow, name, outputs), sort_keys=False))
 
 
 def read_markers(path: Path, workflows: dict[str, dict], event: str, ref: str) -> list[Ran]:

@@ -1,6 +1,7 @@
 """scripts/gpu-runner/: configure-github.sh asks GitHub for what policy.json says (run against a fake
-`gh` that records each call), the policy names every workflow with a GPU job and no other, and the
-runner loop's shell parses."""
+`gh` that records each call): the runner group, the fork and token settings, and the ruleset that
+requires review (code owners' for what judges a PR: .github/CODEOWNERS) and the `gpu` status. The
+policy names every workflow with a GPU job and no other, and the runner loop's shell parses."""
 
 from __future__ import annotations
 
@@ -63,7 +64,29 @@ def test_configure_github_requires_approval_for_forks_and_read_only_tokens(tmp_p
     assert approval == {"approval_policy": "all_external_contributors"}
     tokens = call(calls, "PUT", f"repos/{REPO}/actions/permissions/workflow")
     assert tokens == {"default_workflow_permissions": "read", "can_approve_pull_request_reviews": False}
-    assert any(c["args"][:3] == ["label", "create", gh.POLICY["approval_label"]] for c in calls)
+
+
+def test_configure_github_requires_review_code_owners_and_the_gpu_status_on_main(tmp_path):
+    ruleset = call(run_configure(tmp_path), "POST", f"repos/{REPO}/rulesets")
+    assert ruleset["name"] == gh.POLICY["ruleset"] and ruleset["enforcement"] == "active"
+    assert ruleset["conditions"]["ref_name"]["include"] == ["~DEFAULT_BRANCH"]
+    rules = {rule["type"]: rule.get("parameters") for rule in ruleset["rules"]}
+    assert {"deletion", "non_fast_forward"} <= set(rules)
+    review = rules["pull_request"]
+    assert review["required_approving_review_count"] >= 1 and review["require_code_owner_review"] is True
+    assert review["dismiss_stale_reviews_on_push"] is True and review["require_last_push_approval"] is True
+    assert rules["required_status_checks"]["required_status_checks"] == [{"context": gh.POLICY["required_status"]}]
+
+
+def test_code_owners_cover_everything_that_judges_a_pr():
+    owners = {}
+    for line in (gh.ROOT / ".github" / "CODEOWNERS").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            path, *who = line.split()
+            owners[path] = who
+    team = f"@nf4kernel/{gh.POLICY['maintainers_team']}"
+    for path in ("/harness/", "/benchmarks/", "/noxfile.py", "/.github/", "/asv.conf.json", "/scripts/gpu-runner/"):
+        assert owners.get(path) == [team], path
 
 
 def test_the_policy_names_exactly_the_workflows_with_gpu_jobs():

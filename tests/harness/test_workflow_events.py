@@ -1,9 +1,10 @@
-"""The workflows' event logic, run: which jobs start, on which runner, at which commit, for each thing
-that can happen to this repository. nektos act (host mode) evaluates every job's `if:` and `needs:`
+"""The workflows' triggers, run: which workflows and jobs start, on which runner, for each thing that
+can happen to this repository. nektos act (host mode) evaluates every job's `if:` and `needs:`
 against the event payload; github_model.py does what GitHub does around that (which workflow files an
 event reads, `types:`/`branches:` filters, which runner takes a job). The workflows are the real ones
-with each job's steps replaced by a marker, so a change to any `on:`, `if:`, `needs:`, `runs-on:` or
-checkout `ref:` shows here."""
+with each job's steps replaced by a marker, so a change to any `on:`, `if:`, `needs:` or `runs-on:`
+shows here. What a GPU job then does (who may approve, which commits it checks out, who judges)
+runs with the real steps in test_gpu_workflow_steps.py."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from harness import act
 REPO = "nf4kernel/nf4kernel"
 FORK = "someone/nf4kernel"
 HEAD = "f0" * 20  # the PR's head commit in the event (the one a maintainer looked at)
-LABEL = gh.POLICY["approval_label"]
+APPROVE = gh.POLICY["approval_command"]
 
 # Where nox installed requirements/ci-tools.txt, a missing act raises here: loud, not a skip.
 if (reason := act.why_not_here()) is not None:
@@ -71,8 +72,9 @@ def forks_edit(workflows):
     return edited
 
 
-def simulate(tmp_path, repo, events, payload, pr_workflows=None):
-    """Every job that runs for one activity, event by event, as act runs them."""
+def simulate(tmp_path, repo, events, payload, pr_workflows=None, approved=None):
+    """Every job that runs for one activity, event by event, as act runs them. ``approved``: what
+    gpu.yml's `approve` decides (its real steps run in test_gpu_workflow_steps.py)."""
     base = gh.read_workflows()
     ran = []
     for event in events:
@@ -81,7 +83,7 @@ def simulate(tmp_path, repo, events, payload, pr_workflows=None):
         if not started:
             continue
         folder = tmp_path / f"workflows-{event}"
-        gh.write_stubs(folder, started)
+        gh.write_stubs(folder, started, {"approve": approved or {}})
         markers = tmp_path / f"markers-{event}"
         result = act.run(
             event,
@@ -113,85 +115,86 @@ def hosted(ran):
 CI_JOBS = [("ci.yml", "harness", ""), ("ci.yml", "lint", "")] + [
     ("ci.yml", "tests", v) for v in ("3.11", "3.12", "3.13")
 ]
-GPU_PR_JOBS = {"gpu-tests", "gate", "regression"}
+GPU_JOBS = {"gpu-tests", "gate", "regression"}
 
 
-def gpu_jobs(sha, names=GPU_PR_JOBS, workflow="gpu.yml"):
-    return {(workflow, name): sha for name in names}
+def comment(main_sha, body, action="created", fork=True):
+    payload = pr_payload(main_sha, action, fork=fork)
+    payload.pop("pull_request")
+    payload["issue"] = {"number": 8, "pull_request": {"url": f"https://github.com/{REPO}/pull/8"}}
+    payload["comment"] = {"body": body, "user": {"login": "maintainer"}}
+    return payload
 
 
-def test_fork_pr_opened_runs_only_the_hosted_checks(tmp_path, main_sha):
+@pytest.mark.parametrize("action", ["opened", "synchronize", "reopened", "labeled"])
+def test_nothing_a_pr_event_carries_starts_a_gpu_job(tmp_path, main_sha, action):
+    """Opening, pushing to, reopening or labelling a PR (fork or not) starts only the hosted checks."""
     repo, base = main_sha
-    ran = simulate(tmp_path, repo, ["pull_request", "pull_request_target"], pr_payload(base, "opened"))
-    assert on_gpu(ran) == {} and refused(ran) == set()
-    assert hosted(ran) == CI_JOBS
-
-
-@pytest.mark.parametrize("had_label", [False, True], ids=["unlabelled", "approved-before"])
-def test_a_push_to_a_fork_pr_runs_nothing_on_the_gpu_and_withdraws_the_approval(tmp_path, main_sha, had_label):
-    repo, base = main_sha
-    payload = pr_payload(base, "synchronize", labels=[LABEL] if had_label else [])
+    payload = pr_payload(base, action, label="gpu-approved" if action == "labeled" else None)
     ran = simulate(tmp_path, repo, ["pull_request", "pull_request_target"], payload)
     assert on_gpu(ran) == {} and refused(ran) == set()
-    revoke = [("gpu.yml", "revoke", "")] if had_label else []
-    assert hosted(ran) == sorted(CI_JOBS + revoke)
+    assert hosted(ran) == ([] if action == "labeled" else CI_JOBS)
 
 
-def test_the_approval_label_runs_the_gpu_jobs_at_the_labelled_head_commit(tmp_path, main_sha):
+def test_a_review_starts_nothing(tmp_path, main_sha):
     repo, base = main_sha
-    payload = pr_payload(base, "labeled", labels=[LABEL], label=LABEL)
-    ran = simulate(tmp_path, repo, ["pull_request", "pull_request_target"], payload)
-    assert on_gpu(ran) == gpu_jobs(HEAD)
-    assert hosted(ran) == [("gpu.yml", "report", "")]  # ci.yml doesn't run on `labeled`
+    payload = pr_payload(base, "submitted", review={"state": "approved", "commit_id": HEAD})
+    assert simulate(tmp_path, repo, ["pull_request_review"], payload) == []
+
+
+def test_an_approval_comment_starts_gpu_yml_from_the_default_branch(tmp_path, main_sha):
+    """Every GPU job waits on `approve` (real steps: test_gpu_workflow_steps.py) and takes the commit
+    it approved; the runner takes them, as the file is main's."""
+    repo, base = main_sha
+    approved = {"candidate": HEAD, "trusted": base, "base": base, "pr": "8"}
+    ran = simulate(tmp_path, repo, ["issue_comment"], comment(base, f"{APPROVE} {HEAD}"), approved=approved)
+    assert on_gpu(ran) == {("gpu.yml", job): HEAD for job in GPU_JOBS}
+    assert hosted(ran) == [("gpu.yml", "approve", ""), ("gpu.yml", "report", "")]
 
 
 @pytest.mark.parametrize(
-    "events,payload",
-    [
-        (["pull_request", "pull_request_target"], {"action": "labeled", "label": "bug", "labels": ["bug"]}),
-        (["pull_request_review"], {"action": "submitted", "review": {"state": "approved", "commit_id": HEAD}}),
-        (["pull_request", "pull_request_target"], {"action": "reopened", "labels": [LABEL]}),
-    ],
-    ids=["another-label", "approving-review", "reopened-with-the-label"],
+    "body,action", [("LGTM", "created"), (f"{APPROVE} {HEAD}", "edited")], ids=["another-comment", "an-edit"]
 )
-def test_nothing_else_a_maintainer_does_to_a_fork_pr_runs_it_on_the_gpu(tmp_path, main_sha, events, payload):
+def test_other_comments_and_edits_start_nothing(tmp_path, main_sha, body, action):
     repo, base = main_sha
-    fields = dict(payload)
-    action, label, labels = fields.pop("action"), fields.pop("label", None), fields.pop("labels", [])
-    ran = simulate(tmp_path, repo, events, pr_payload(base, action, label=label, labels=labels, **fields))
+    ran = simulate(tmp_path, repo, ["issue_comment"], comment(base, body, action))
     assert on_gpu(ran) == {} and refused(ran) == set()
 
 
-@pytest.mark.parametrize("action", ["opened", "synchronize", "labeled"])
+def test_an_approval_comment_on_an_issue_starts_nothing(tmp_path, main_sha):
+    repo, base = main_sha
+    payload = comment(base, f"{APPROVE} {HEAD}")
+    del payload["issue"]["pull_request"]
+    assert simulate(tmp_path, repo, ["issue_comment"], payload) == []
+
+
+@pytest.mark.parametrize("action", ["opened", "synchronize"])
 def test_a_fork_pr_that_edits_the_workflows_gets_no_gpu_job_from_its_edits(tmp_path, main_sha, action):
     repo, base = main_sha
-    label = LABEL if action == "labeled" else None
-    payload = pr_payload(base, action, label=label, labels=[label] if label else [])
-    ran = simulate(tmp_path, repo, ["pull_request", "pull_request_target"], payload, forks_edit(gh.read_workflows()))
+    ran = simulate(
+        tmp_path,
+        repo,
+        ["pull_request", "pull_request_target"],
+        pr_payload(base, action),
+        forks_edit(gh.read_workflows()),
+    )
     # Its edited files do ask for the GPU runner (act runs those jobs), and the runner group refuses
-    # every one: they come from refs/pull/8/merge, not from the default branch. (ci.yml, its own
-    # `types:` left alone, doesn't start on `labeled`.)
-    assert ("gpu.yml", "gpu-tests") in refused(ran)
-    assert (("ci.yml", "mine") in refused(ran)) == (action != "labeled")
+    # every one: they come from refs/pull/8/merge, not from the default branch.
+    assert ("gpu.yml", "gpu-tests") in refused(ran) and ("ci.yml", "mine") in refused(ran)
     assert all(r.event == "pull_request" for r in ran if r.gpu and not r.taken)
-    # What runs on the GPU is decided by the default branch's gpu.yml alone: nothing until the label.
-    assert on_gpu(ran) == (gpu_jobs(HEAD) if action == "labeled" else {})
+    assert on_gpu(ran) == {}
 
 
-@pytest.mark.parametrize("action", ["opened", "synchronize", "reopened"])
-def test_a_same_repository_pr_runs_on_the_gpu_without_a_label(tmp_path, main_sha, action):
-    repo, base = main_sha
-    ran = simulate(tmp_path, repo, ["pull_request", "pull_request_target"], pr_payload(base, action, fork=False))
-    assert on_gpu(ran) == gpu_jobs(HEAD)
-    assert hosted(ran) == sorted([*CI_JOBS, ("gpu.yml", "report", "")])
-
-
-def test_a_push_to_main_runs_everything_at_that_commit(tmp_path, main_sha):
+def test_a_push_to_main_runs_the_gpu_jobs_and_the_history(tmp_path, main_sha):
     repo, base = main_sha
     payload = {"ref": "refs/heads/main", "after": base, "repository": {"full_name": REPO, "default_branch": "main"}}
-    ran = simulate(tmp_path, repo, ["push"], payload)
-    assert on_gpu(ran) == {**gpu_jobs(base, {"gpu-tests", "gate"}), ("history.yml", "benchmark"): base}
-    assert hosted(ran) == sorted([*CI_JOBS, ("history.yml", "deploy", "")])
+    ran = simulate(tmp_path, repo, ["push"], payload, approved={"candidate": base, "trusted": base})
+    # No base, so no regression check: the history keeps main's figures instead.
+    expected = {("gpu.yml", "gpu-tests"): base, ("gpu.yml", "gate"): base, ("history.yml", "benchmark"): base}
+    assert on_gpu(ran) == expected
+    assert hosted(ran) == sorted(
+        [*CI_JOBS, ("gpu.yml", "approve", ""), ("history.yml", "deploy", ""), ("history.yml", "store", "")]
+    )
 
 
 def test_a_push_to_another_branch_runs_nothing(tmp_path, main_sha):
@@ -200,9 +203,11 @@ def test_a_push_to_another_branch_runs_nothing(tmp_path, main_sha):
     assert simulate(tmp_path, repo, ["push"], payload) == []
 
 
-def test_workflow_dispatch_on_main_runs_the_gpu_jobs_and_the_history(tmp_path, main_sha):
+@pytest.mark.parametrize("branch,taken", [("main", True), ("topic", False)])
+def test_workflow_dispatch_reaches_the_gpu_runner_from_main_only(tmp_path, main_sha, branch, taken):
     repo, base = main_sha
-    payload = {"ref": "refs/heads/main", "inputs": {}, "repository": {"full_name": REPO, "default_branch": "main"}}
-    ran = simulate(tmp_path, repo, ["workflow_dispatch"], payload)
-    assert on_gpu(ran) == {**gpu_jobs(base, {"gpu-tests", "gate"}), ("history.yml", "benchmark"): base}
-    assert hosted(ran) == sorted([*CI_JOBS, ("history.yml", "deploy", "")])
+    payload = {"ref": f"refs/heads/{branch}", "inputs": {}, "repository": {"full_name": REPO, "default_branch": "main"}}
+    ran = simulate(tmp_path, repo, ["workflow_dispatch"], payload, approved={"candidate": base, "trusted": base})
+    gpu = {(r.workflow, r.job) for r in ran if r.gpu}
+    assert gpu == {("gpu.yml", "gpu-tests"), ("gpu.yml", "gate"), ("history.yml", "benchmark")}
+    assert (on_gpu(ran) != {}) == taken and (refused(ran) == set()) == taken

@@ -82,15 +82,19 @@ def test_permissions_are_read_only_by_default():
         assert yaml.safe_load(path.read_text())["permissions"] in ({"contents": "read"}, {}), path.name
 
 
-def test_a_job_that_may_write_runs_no_code_from_a_pull_request():
-    # In gpu.yml (pull_request_target) only the hosted jobs that check nothing out may write (a
-    # label, a commit status); every job that checks out the PR's commit has a read-only token.
-    for workflow, name, job, whole in jobs():
+def checkouts(job) -> list[dict]:
+    return [step for step in job.get("steps", []) if step.get("uses", "").startswith("actions/checkout@")]
+
+
+def test_a_job_that_may_write_runs_only_its_workflows_own_commit():
+    """The jobs that can write (gpu.yml's commit status, history.yml's results branch) are hosted and
+    check out nothing but the commit the workflow itself comes from (the default branch's)."""
+    for workflow, name, job, _ in jobs():
         writes = {scope for scope, access in (job.get("permissions") or {}).items() if access == "write"}
-        if writes and "pull_request_target" in whole[True]:
+        if writes - {"pages", "id-token"}:
             assert not is_gpu(job), f"{workflow}:{name}"
-            assert not any("uses" in step for step in job["steps"]), f"{workflow}:{name} uses an action"
-            assert writes <= {"pull-requests", "statuses"}, f"{workflow}:{name} writes {writes}"
+            assert all(step["with"]["ref"] == "${{ github.sha }}" for step in checkouts(job)), f"{workflow}:{name}"
+            assert writes <= {"statuses", "contents"}, f"{workflow}:{name} writes {writes}"
 
 
 def test_no_expression_is_expanded_inside_a_shell_script():
@@ -100,24 +104,57 @@ def test_no_expression_is_expanded_inside_a_shell_script():
             assert "${{" not in script, f"{workflow}:{name} expands an expression inside run:"
 
 
-def test_no_secret_reaches_a_pull_request_job():
+def test_no_workflow_names_a_secret():
     for path in WORKFLOWS:
-        workflow = yaml.safe_load(path.read_text())
-        if "pull_request" in workflow[True] or "pull_request_target" in workflow[True]:  # YAML reads `on` as True
-            assert "secrets." not in yaml.safe_dump(workflow), path.name  # comments may say the word
+        assert "secrets." not in yaml.safe_dump(yaml.safe_load(path.read_text())), path.name  # comments may say it
 
 
-def test_pull_request_target_is_only_in_gpu_yml_and_justified_beside_it():
+# The events under which a PR's code would run with the base repository's context, and under which
+# actions/checkout v7 (and its backports) refuses a fork's commit unless allow-unsafe-pr-checkout is set.
+PRIVILEGED_PR_EVENTS = {"pull_request_target", "workflow_run"}
+
+
+def test_no_workflow_runs_on_the_events_checkouts_guard_refuses():
+    for path in WORKFLOWS:
+        assert not PRIVILEGED_PR_EVENTS & set(yaml.safe_load(path.read_text())[True]), path.name
+
+
+def test_the_comment_trigger_is_only_in_gpu_yml_and_justified_beside_it():
     for path in WORKFLOWS:
         text = path.read_text()
-        if "pull_request_target" in yaml.safe_load(text)[True]:
-            assert path.name == "gpu.yml", f"{path.name}: only gpu.yml may run in the base's context"
-            assert "pull_request_target: # zizmor: ignore[dangerous-triggers]" in text
+        if "issue_comment" in yaml.safe_load(text)[True]:
+            assert path.name == "gpu.yml", f"{path.name}: only gpu.yml may run on comments"
+            assert "issue_comment: # zizmor: ignore[dangerous-triggers]" in text
+
+
+def test_every_pinned_action_names_its_version_beside_the_hash():
+    # Dependabot rewrites both; the version is what the checkout guard's test below reads.
+    for path in WORKFLOWS:
+        for line in path.read_text().splitlines():
+            if re.search(r"uses: [\w.-]+/[\w./-]+@[0-9a-f]{40}", line):
+                assert re.search(r"@[0-9a-f]{40} # v\d+\.\d+\.\d+$", line), f"{path.name}: {line.strip()}"
+
+
+def test_every_checkout_of_the_prs_commit_opts_in_to_it_explicitly():
+    """actions/checkout v7 (June 2026; backported to v6.1 and later v4 releases) refuses a fork's commit
+    under pull_request_target and workflow_run unless `allow-unsafe-pr-checkout: true`. gpu.yml runs on
+    neither, but a bump (Dependabot's) or a trigger added later must not silently stop every fork's
+    runs: each checkout of the approved commit says it explicitly."""
+    gpu = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
+    candidate = [s for job in gpu["jobs"].values() for s in checkouts(job) if s["with"].get("path") == "candidate"]
+    assert len(candidate) == 3  # gpu-tests, gate, regression
+    for step in candidate:
+        assert step["with"]["allow-unsafe-pr-checkout"] is True
+    for path in WORKFLOWS:  # nothing else checks out a PR's commit
+        for job in yaml.safe_load(path.read_text())["jobs"].values():
+            for step in checkouts(job):
+                if step["with"].get("path") != "candidate":
+                    assert "candidate" not in str(step["with"].get("ref", "")) and "head" not in str(step["with"])
 
 
 def test_no_workflow_uses_the_actions_cache():
-    # Code from a PR that runs under pull_request_target can write the default branch's cache scope;
-    # with no workflow reading that cache, nothing it writes there is ever used.
+    # A PR's code that runs on the GPU runner could write the default branch's cache scope; with no
+    # workflow reading that cache, nothing it writes there is ever used.
     for workflow, name, job, _ in jobs():
         for step in job.get("steps", []):
             assert not step.get("uses", "").startswith("actions/cache"), f"{workflow}:{name}"
@@ -136,48 +173,88 @@ def test_the_torch_index_is_set_only_on_the_steps_that_install_torch():
                     assert re.search(r"nox\b.*-s (tests|pins)\b", step.get("run", "")), f"{path.name}:{name}"
 
 
-def test_fork_code_reaches_the_gpu_runner_only_after_approval():
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())
-    # Only triggers whose workflow file comes from the default branch or from this repository's own
-    # refs: never pull_request, where a fork's PR supplies the file (test_workflow_events runs them).
-    assert set(workflow[True]) == {"pull_request_target", "push", "workflow_dispatch"}
-    assert workflow[True]["push"] == {"branches": ["main"]}
-    gpu_jobs = {name: job for name, job in workflow["jobs"].items() if is_gpu(job)}
-    gated = [name for name, job in gpu_jobs.items() if "needs" not in job]
-    assert len(gated) == 1, "exactly one GPU job starts the chain; the others need it"
-    condition = gpu_jobs[gated[0]]["if"]
-    assert "github.event.label.name == 'gpu-approved'" in condition
-    assert "github.event.pull_request.head.repo.full_name == github.repository" in condition
-    for name, job in gpu_jobs.items():
-        checkout = next(s for s in job["steps"] if s.get("uses", "").startswith("actions/checkout@"))
-        assert checkout["with"]["persist-credentials"] is False, name
-        # The commit in the event (the approved one), not whatever the PR's branch points at now.
-        assert "github.event.pull_request.head.sha" in checkout["with"]["ref"], name
-        assert "head.ref" not in str(checkout["with"]), name
+GPU_YML = ROOT / ".github" / "workflows" / "gpu.yml"
+
+
+def gpu_yml() -> dict:
+    return yaml.safe_load(GPU_YML.read_text())
+
+
+def test_a_prs_commit_reaches_the_gpu_runner_only_through_the_approval_job():
+    workflow = gpu_yml()
+    # Workflow files read from the default branch only (never pull_request, whose file the PR supplies).
+    assert workflow[True] == {
+        "issue_comment": {"types": ["created"]},
+        "push": {"branches": ["main"]},
+        "workflow_dispatch": None,
+    }
+    approve = workflow["jobs"]["approve"]
+    assert not is_gpu(approve) and "startsWith(github.event.comment.body, '/gpu-approve')" in approve["if"]
+    assert "python3 -m harness.approval approve" in runs(approve)
+    for name, job in workflow["jobs"].items():
+        if is_gpu(job):
+            assert "approve" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"]), name
+
+
+def test_every_gpu_job_checks_out_the_judge_and_the_approved_commit_side_by_side():
+    """The base's harness (trusted/) judges the approved commit (candidate/); neither inside the other."""
+    for name, job in gpu_yml()["jobs"].items():
+        if not is_gpu(job):
+            continue
+        got = {step["with"]["path"]: step["with"]["ref"] for step in checkouts(job)}
+        assert got == {
+            "trusted": "${{ needs.approve.outputs.trusted }}",
+            "candidate": "${{ needs.approve.outputs.candidate }}",
+        }, name
+        for step in job["steps"]:
+            assert "continue-on-error" not in step, f"{name}: a step that may fail quietly"
+
+
+def test_the_verdicts_come_from_the_trusted_checkout():
+    jobs_ = gpu_yml()["jobs"]
+    tests = next(s for s in jobs_["gpu-tests"]["steps"] if s.get("id") == "tests")
+    assert tests["working-directory"] == "candidate"  # the PR's own tests, as tests...
+    assert "--noxfile ../trusted/noxfile.py" in tests["run"]  # ...run by the base's noxfile
+    for name in ("gate", "regression"):
+        for step in jobs_[name]["steps"]:
+            if "run" in step and step.get("id") != "env":
+                assert step["working-directory"] == "trusted", f"{name}: {step.get('name')}"
+
+
+def test_the_gate_measures_the_base_first_then_the_pr_then_decides_apart():
+    """On a PR the base is measured before any of the PR's code runs in the job; the PR's kernel is
+    then measured by the base's harness; the verdict is a third process that reads the two records
+    from $RUNNER_TEMP (where no file of the PR lands) and fails when the base's is missing."""
+    steps = gpu_yml()["jobs"]["gate"]["steps"]
+    order = [s.get("id") for s in steps if "run" in s]
+    assert order == ["env", "measure-base", "measure", "decide"]
+    base, pr, decide = (next(s for s in steps if s.get("id") == i) for i in ("measure-base", "measure", "decide"))
+    assert base["if"] == "needs.approve.outputs.base != ''"
+    assert "--measure-only" in base["run"] and "--kernel ." in base["run"]
+    assert '--json "$RUNNER_TEMP/gate-base.json"' in base["run"]
+    assert "--measure-only" in pr["run"] and "--kernel ../candidate" in pr["run"]
+    assert '--replay "$RUNNER_TEMP/gate.json"' in decide["run"] and "--kernel" not in decide["run"]
+    assert 'baseline=(--baseline "$RUNNER_TEMP/gate-base.json")' in decide["run"]
+    assert 'if [ -n "$BASE" ]' in decide["run"]
+
+
+def test_the_regression_check_measures_then_decides_from_stored_results():
+    job = gpu_yml()["jobs"]["regression"]
+    assert job["if"] == "needs.approve.outputs.base != ''"
+    measure, decide = (next(s for s in job["steps"] if s.get("id") == i) for i in ("measure", "decide"))
+    assert '-s regression -- "$BASE" ../candidate --measure-only' in measure["run"]
+    assert '-s regression -- "$BASE" ../candidate --no-run' in decide["run"]
+
+
+def test_history_measures_read_only_and_a_hosted_job_pushes_the_results():
+    history = yaml.safe_load((ROOT / ".github" / "workflows" / "history.yml").read_text())["jobs"]
+    assert history["benchmark"]["permissions"] == {"contents": "read"} and is_gpu(history["benchmark"])
+    assert history["store"]["permissions"] == {"contents": "write"} and not is_gpu(history["store"])
+    assert history["store"]["needs"] == "benchmark"
+    assert not checkouts(history["store"])  # it runs no code of the repository: it commits the artifact
 
 
 def test_every_checkout_keeps_no_credentials():
     for workflow, name, job, _ in jobs():
-        for step in job.get("steps", []):
-            if step.get("uses", "").startswith("actions/checkout@"):
-                assert step["with"]["persist-credentials"] is False, f"{workflow}:{name}"
-
-
-def test_the_gate_measures_the_prs_base_first_and_compares_with_it():
-    """The relative check (README, "The speed gate"): on a PR, the base commit (this repository's own,
-    never the PR's) is checked out beside the PR's and its gate runs before the PR's code does; the
-    PR's gate then gets its record as --baseline. Pushes to main have no base and run the gate alone."""
-    gate = yaml.safe_load((ROOT / ".github" / "workflows" / "gpu.yml").read_text())["jobs"]["gate"]
-    steps = gate["steps"]
-    checkouts = [s for s in steps if s.get("uses", "").startswith("actions/checkout@")]
-    head, base = checkouts  # the PR's first, at the root: a later checkout there would wipe .gate-base
-    assert "head.sha" in head["with"]["ref"] and "path" not in head["with"]
-    assert base["with"]["ref"] == "${{ github.event.pull_request.base.sha }}"
-    assert base["with"]["path"] == ".gate-base" and base["if"] == "github.event_name == 'pull_request_target'"
-    runs_gate = [i for i, s in enumerate(steps) if "-s gate" in s.get("run", "")]
-    base_run, pr_run = (steps[i] for i in runs_gate)
-    assert runs_gate[0] < runs_gate[1] and base_run["working-directory"] == ".gate-base"
-    assert base_run["if"] == base["if"] and base_run["continue-on-error"] is True
-    # The base only needs --json (and --no-classic): flags every gate since the first has known.
-    assert "--json" in base_run["run"] and "--baseline" not in base_run["run"]
-    assert "--baseline base-gate.json" in pr_run["run"] and "base-gate.json" in base_run["run"]
+        for step in checkouts(job):
+            assert step["with"]["persist-credentials"] is False, f"{workflow}:{name}"

@@ -1,0 +1,105 @@
+"""gpu.yml and history.yml on the CPU, as the rehearsal runs them on a GPU (harness/rehearse.py:
+act, the stand-in actions, the stand-in GitHub API), with only the steps that need a GPU put in
+place: each measuring step copies a measurement recorded on an H200 to where the real step writes
+its own, and the test steps say where they would have run. Everything else is the real step: the
+approval, every checkout, every verdict (the gate's and the regression check's, from recorded
+timings), the commit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from harness import rehearse
+
+ROOT = Path(__file__).resolve().parents[2]
+GATE_RECORDS = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa"  # one H200 session
+ASV_RECORDED = ROOT / "benchmarks" / "results" / "asv-h200" / "regression-results"
+ASV_BASE = "b543b026"  # the recorded base
+ASV_SLOW = "21cb5f2f"  # every planned launch made twice (~2x)
+ASV_NOOP = "c9936ee0"  # a no-op commit
+
+# Gate records of one H200 session: an unplanted run, the 2x plant (0.894x over Unsloth, 36% below
+# the base's speed-up) and a 25% plant.
+UNPLANTED = GATE_RECORDS / "planted-base.json"
+PLANTED_2X = GATE_RECORDS / "planted-2x.json"
+
+
+def workflow(world: rehearse.World, name: str) -> dict:
+    return yaml.safe_load((world.work / ".github" / "workflows" / name).read_text())
+
+
+def with_run(step: dict, script: str) -> dict:
+    """The step with another script: its id, condition, directory and variables kept."""
+    return {**step, "run": script}
+
+
+def asv_results(folder: Path, base: str, head: str, head_recorded: str) -> Path:
+    """The recorded asv results, the base's filed under ``base`` and ``head_recorded``'s under ``head``."""
+    (folder / "h200").mkdir(parents=True)
+    shutil.copy(ASV_RECORDED / "benchmarks.json", folder / "benchmarks.json")
+    shutil.copy(ASV_RECORDED / "h200" / "machine.json", folder / "h200" / "machine.json")
+    for recorded, commit in ((ASV_BASE, base), (head_recorded, head)):
+        data = json.loads(next((ASV_RECORDED / "h200").glob(f"{recorded}-*.json")).read_text())
+        data["commit_hash"] = commit
+        (folder / "h200" / f"{commit[:8]}-existing-py3.12.json").write_text(json.dumps(data))
+    return folder
+
+
+def gpu_steps_replaced(
+    world: rehearse.World,
+    candidate: str,
+    *,
+    base_record: Path | None = UNPLANTED,
+    pr_record: Path = UNPLANTED,
+    asv_head: str = ASV_NOOP,
+) -> dict:
+    """(job, step id) -> the step that stands in for a GPU one. ``base_record`` None: the base's
+    measuring step writes nothing (a base whose record went missing)."""
+    recorded = world.scratch / "recorded"
+    recorded.mkdir(exist_ok=True)
+    shutil.copy(pr_record, recorded / "gate.json")
+    if base_record is not None:
+        shutil.copy(base_record, recorded / "gate-base.json")
+    asv_results(recorded / "asv", world.main, candidate, asv_head)
+    steps = {}
+    for name in ("gpu.yml", "history.yml"):
+        for job_id, job in workflow(world, name)["jobs"].items():
+            for step in job["steps"]:
+                steps[(job_id, step.get("id"))] = step
+    replaced = {
+        (job, "env"): with_run(steps[(job, "env")], 'echo "(CPU: no GPU to describe)"')
+        for job in ("gpu-tests", "gate", "regression", "benchmark")
+    }
+    replaced[("gpu-tests", "tests")] = with_run(
+        steps[("gpu-tests", "tests")], 'echo "(CPU: the tests would run here) $PWD"; test -f ../trusted/noxfile.py'
+    )
+    base_copy = f'cp {recorded}/gate-base.json "$RUNNER_TEMP/"' if base_record is not None else "true"
+    replaced[("gate", "measure-base")] = with_run(steps[("gate", "measure-base")], base_copy)
+    replaced[("gate", "measure")] = with_run(steps[("gate", "measure")], f'cp {recorded}/gate.json "$RUNNER_TEMP/"')
+    replaced[("regression", "measure")] = with_run(
+        steps[("regression", "measure")], f"mkdir -p .asv && cp -r {recorded}/asv .asv/results"
+    )
+    machine = world.scratch / "results-of-the-push"
+    results = machine / "h200"
+    results.mkdir(parents=True)
+    shutil.copy(ASV_RECORDED / "h200" / "machine.json", results / "machine.json")
+    (results / f"{candidate[:8]}-existing-py3.12.json").write_text(json.dumps({"commit_hash": candidate}))
+    replaced[("benchmark", "bench")] = with_run(
+        steps[("benchmark", "bench")],
+        f"mkdir -p .asv/html && cp -r {machine}/. .asv/results/ && echo '<html></html>' > .asv/html/index.html",
+    )
+    return replaced
+
+
+def run(world: rehearse.World, event: str, payload: dict, names: tuple, replaced: dict) -> rehearse.Run:
+    """act on the named workflows, with this interpreter (nox, asv and the harness's needs) first on
+    the PATH as `python` and `python3`, as the runner's own Python would be."""
+    folder = world.workflows(names, replaced)
+    here = str(Path(sys.executable).parent)
+    return world.run(event, payload, folder, timeout=300, env={"PATH": f"{here}{os.pathsep}{os.environ['PATH']}"})

@@ -1,0 +1,62 @@
+"""harness/rehearse.py's parts that need no GPU: reading act's output, the scenarios' commits (each
+still applies to this tree), and the command's answers where it can't rehearse."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import rehearse
+
+ACT_OUTPUT = """\
+[approve] ⭐ Run Main Check the approval
+[approve]   | @maintainer approved 0123456789ab, the head of PR #8
+[approve]   ⚙  Summary - ### GPU approval
+
+@maintainer approved it.
+[approve] 🏁  Job succeeded
+[gate]   ⚙  Summary - ### nf4kernel speed gate
+
+| shape | implementation |
+|---|---|
+
+**FAIL: slow**
+[gate] exit status 1
+[gate] 🏁  Job failed
+[report]   | status 'gpu' on ...: failure
+[report] 🏁  Job succeeded
+"""
+
+
+def test_act_output_gives_each_jobs_result_and_summary():
+    run = rehearse.read_act_output(ACT_OUTPUT.splitlines(keepends=True), started=0.0, echo=False)
+    assert run.results == {"approve": "success", "gate": "failure", "report": "success"}
+    assert (
+        run.summaries["gate"] == "### nf4kernel speed gate\n\n| shape | implementation |\n|---|---|\n\n**FAIL: slow**\n"
+    )
+    assert run.summaries["approve"].startswith("### GPU approval")
+    assert set(run.spans) == {"approve", "gate", "report"} and len(run.log) == len(ACT_OUTPUT.splitlines())
+
+
+@pytest.mark.parametrize("name", [n for n, s in rehearse.SCENARIOS.items() if s.change is not None])
+def test_each_scenarios_commit_still_applies_to_this_tree(tmp_path, name):
+    world = rehearse.World(tmp_path, working_tree=True)
+    head = world.commit_pr(rehearse.SCENARIOS[name].change)
+    changed = rehearse.git("diff", "--name-only", world.main, head, cwd=world.scratch / "pr-8").split()
+    if name == "noop":
+        assert changed == []
+    else:
+        assert "nf4kernel/launch_cache.py" in changed
+    if name == "self-pass":
+        assert {"harness/decision.py", "harness/gate.py", "harness/regression.py"} <= set(changed)
+    assert rehearse.git("rev-parse", "refs/pull/8/head", cwd=world.origin) == head
+
+
+def test_the_command_lists_its_scenarios(capsys):
+    assert rehearse.main(["--list"]) == 0
+    assert set(line.split()[0] for line in capsys.readouterr().out.splitlines()) == set(rehearse.SCENARIOS)
+
+
+def test_without_a_gpu_it_says_so_and_exits_4(monkeypatch, capsys):
+    monkeypatch.setattr(rehearse, "gpu_here", lambda: False)
+    assert rehearse.main(["noop"]) == 4
+    assert "no NVIDIA GPU here" in capsys.readouterr().err
