@@ -82,13 +82,16 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "a's own", cwd=a)
     b = clone_on_main(tmp_path / "b", source=a)
     git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "another", cwd=b)
-    env = {**os.environ, "HOME": str(tmp_path)}  # asv keeps its machine file in ~
+    # asv keeps its machine file in ~. No GPU is visible: on a GPU machine the default suite would be
+    # the GPU one, Unsloth and all, and the machine would be named after the GPU.
+    env = {**os.environ, "HOME": str(tmp_path), "CUDA_VISIBLE_DEVICES": ""}
 
     outputs = []
     for checkout in (a, b):
         python = interpreter_alias(checkout / ".venv-elsewhere")
         conf = config(checkout / "asv-test.conf.json", b, checkout, tmp_path)
-        outputs.append(run(python, checkout, env, "harness.bench", "--config", str(conf), "--quick", "--no-publish"))
+        args = ("harness.bench", "--config", str(conf), "--suite", "cpu", "--quick", "--no-publish")
+        outputs.append(run(python, checkout, env, *args))
     assert "CPU-interpreter smoke benchmarks" in outputs[0] and "2 measured, 0 skipped, 0 failed" in outputs[0]
 
     machines = [p for p in (tmp_path / "results").iterdir() if p.name.startswith("cpu-")]
