@@ -11,6 +11,8 @@ commits benchmarked with the full suite.
 
 from __future__ import annotations
 
+import statistics
+
 from . import _ruler
 
 SHAPE_PARAMS = (list(_ruler.SHAPES), list(_ruler.DTYPES))
@@ -68,6 +70,18 @@ class PeakGpuMemory(_Figures):
 
     def track_peak_gpu_memory(self, figures, shape, dtype):
         return self.figures["peak_bytes"]
+
+
+class SynchronizedTime(_Figures):
+    """Seconds per nf4kernel.dequantize(layer) followed by torch.cuda.synchronize(): host cost, launch
+    latency and kernel together (Challenge A's notion of a call), back to back on one weight; the
+    median over 5 rounds of 100 calls, interleaved with the baselines' (the loop the ratios use),
+    in the one measuring process. Tracked, not gated: it moves with the host's load."""
+
+    unit = "seconds"
+
+    def track_synchronized_time(self, figures, shape, dtype):
+        return statistics.median(self.figures["synchronized_s"]["nf4kernel"])
 
 
 class _Ratio(_Figures):

@@ -2,9 +2,9 @@
 
     python -m harness.bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
 
-On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures come from one measuring
-process, and ``benchmarks/synchronized.py``); without one, only the CPU-interpreter smoke
-benchmarks, whose times are no verdict on the kernel. The machine is named after the GPU
+On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures all come from one
+measuring process); without one, only the CPU-interpreter smoke benchmarks, whose times are no
+verdict on the kernel. The machine is named after the GPU
 (``machine.py``); results go to .asv/results, seeded from the GPU history committed under
 benchmarks/history/; the site, self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
 """
