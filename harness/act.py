@@ -78,12 +78,15 @@ def run(
     """`act EVENT` in `repo` on the workflows in `workflows`, every runner label mapped to this host.
 
     `env` reaches every step; `local_actions` maps `owner/name@ref` to a folder holding a stand-in
-    action. act's own caches and the job workspaces live in a temporary folder, removed afterwards.
-    Variables of this process whose names start with a prefix in `env_remove` don't reach act.
+    action. act's own caches and the job workspaces (under ~/.cache/act) live in a temporary folder,
+    its HOME, removed afterwards: runs side by side, or inside a job that act itself runs (the GPU
+    test job under the rehearsal), never share a workspace. Variables of this process whose names
+    start with a prefix in `env_remove` don't reach act.
     """
     prefixes = tuple(env_remove)
     process_env = {k: v for k, v in os.environ.items() if not (prefixes and k.startswith(prefixes))}
     with tempfile.TemporaryDirectory(prefix="act-") as scratch:
+        process_env["HOME"] = scratch
         command = [binary(), event, "-C", str(repo), "-W", str(workflows)]
         command += ["--action-cache-path", str(Path(scratch) / "cache"), "--no-cache-server"]
         for label in sorted(set(labels)):

@@ -19,8 +19,8 @@ The two limits come from the H200 history (benchmarks/results/asv-h200/README.md
 same kernel differed by up to 1.134x on one result (a 8 µs kernel) and up to 1.035x in the
 geometric mean; a planted 2x slowdown gave 1.68x to 1.94x per result and 1.84x in the mean. The
 synchronized per-call time (``gpu.SynchronizedTime``, host cost included) is tracked in the history
-but not compared here: it moves with the host's load. ``asv compare`` itself always exits 0, and ``asv continuous`` builds environments from a registry
-a GPU runner may not reach.
+but not compared here: it moves with the host's load. ``asv compare`` itself always exits 0, and
+``asv continuous`` builds environments from a registry a GPU runner may not reach.
 
 Exit 0: nothing worse. Exit 1: something got slower (named on the last lines and in the summary).
 """
