@@ -4,6 +4,7 @@
 #   bash scripts/gpu-session.sh env tests sweep perf gate host-cost
 #   bash scripts/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
 #   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
+#   bash scripts/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/rehearse.py), in a fresh clone
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
@@ -44,6 +45,18 @@ for step in "$@"; do
       timed python3 -m nox --no-venv -s regression -- "$base" scratch-noop > "$OUT/regression-noop.log" 2>&1
       tail -n 6 "$OUT/regression-noop.log" ;;
     results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
+    rehearse:*)
+      # A fresh clone of the bundled main (git bundle create .gpu-bundle/repo.bundle main), the
+      # offline packages only on the path (not this tree), then the scenario; its logs in one archive
+      # (the device returns few files).
+      scenario=${step#rehearse:}
+      clone=/tmp/rehearse-$scenario-$$
+      git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH && echo "(no python on PATH: linked python3)"; }
+      (cd "$clone" && git log --oneline -1 && PYTHONPATH=/tmp/site timed python3 -m nox --no-venv -s rehearse -- \
+        "$scenario" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
+      tar czf "$OUT/rehearse-$scenario.tgz" -C /tmp "rehearsal-$scenario"
+      grep -E "^rehearsal |exit .* in [0-9]+ s\]" "$OUT/rehearse-$scenario.log" | tail -n 12 ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
