@@ -203,6 +203,9 @@ def measure(baselines=None, shapes=SHAPES, dtypes=DTYPES, log=print) -> dict:
     require_gpu()
     baselines = baselines_wanted() if baselines is None else tuple(baselines)
     impls, errors = {"nf4kernel": implementation("nf4kernel")}, {}
+    import nf4kernel
+
+    log(f"ruler: nf4kernel from {nf4kernel.__file__}")  # the kernel under test (a staged copy in a regression)
     for name in ("unsloth", "bitsandbytes"):
         if name in baselines:
             try:
