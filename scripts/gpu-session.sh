@@ -53,7 +53,7 @@ for step in "$@"; do
       clone=/tmp/rehearse-$scenario-$$
       git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
       command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH && echo "(no python on PATH: linked python3)"; }
-      (cd "$clone" && git log --oneline -1 && PYTHONPATH=/tmp/site timed python3 -m nox --no-venv -s rehearse -- \
+      (cd "$clone" && git log --oneline -1 && PATH=/tmp/site/bin:$PATH PYTHONPATH=/tmp/site timed python3 -m nox --no-venv -s rehearse -- \
         "$scenario" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
       tar czf "$OUT/rehearse-$scenario.tgz" -C /tmp "rehearsal-$scenario"
       grep -E "^rehearsal |exit .* in [0-9]+ s\]" "$OUT/rehearse-$scenario.log" | tail -n 12 ;;
