@@ -71,11 +71,25 @@ def run(commit: str, suite: str, machine: str, config: str, source: str | None =
     ``source`` (a folder holding that commit's nf4kernel alone) when given, else from wherever this
     Python finds it."""
     chosen = SUITES[suite]
+    ensure_branches(config)
     env = asv_env(*([source] if source else []))
     env[BASELINES_ENV] = chosen.baselines
     command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", machine, "--bench", chosen.bench]
     command += ["--show-stderr"] + (["--quick"] if quick else [])
     return asv(*command, config=config, env=env)
+
+
+def ensure_branches(config: str) -> None:
+    """asv refuses to run ("Unknown branch main in configuration") where a branch its configuration
+    names is not a local branch of its repository, as in a checkout of one commit (the workflows check
+    out a PR's base by its hash). Such a branch is made at HEAD: the commit being run is on it."""
+    conf = load_config(str(ROOT / config))  # asv runs from ROOT, where relative paths start
+    repo = ROOT / conf.get("repo", ".")
+    for branch in conf.get("branches", []):
+        verify = ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"]
+        if subprocess.run(verify, cwd=repo, capture_output=True, check=False).returncode != 0:
+            subprocess.run(["git", "branch", branch, "HEAD"], cwd=repo, capture_output=True, check=True)
+            print(f"asv: no local branch {branch} in {repo}; made one at HEAD for asv", flush=True)
 
 
 @dataclass

@@ -117,9 +117,11 @@ def test_the_gate_refuses_a_kernel_it_cannot_measure(args, message, capsys):
     assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
-def test_measure_only_without_a_gpu_exits_4_and_records_why(tmp_path, capsys):
+def test_measure_only_without_a_gpu_exits_4_and_records_why(tmp_path):
     record = tmp_path / "gate.json"
-    assert gate.main(["--measure-only", "--json", str(record)]) == 4
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # on a GPU machine too: this is about having none
+    command = [sys.executable, "-m", "harness.gate", "--measure-only", "--json", str(record)]
+    assert subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=False).returncode == 4
     assert not json.loads(record.read_text())["environment"]["cuda"]
 
 

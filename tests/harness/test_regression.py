@@ -93,3 +93,22 @@ def test_a_small_slowdown_everywhere_fails_on_the_geometric_mean(recorded, capsy
     assert replay(config, head) == 1
     out = capsys.readouterr().out
     assert "0 result(s) worse than 1.2x" in out and "1.080x" in out
+
+
+def test_a_checkout_of_one_commit_gets_the_branch_asv_needs(tmp_path):
+    """The workflows check out the base by its hash (no local branch); asv then refused to run
+    ("Unknown branch main in configuration"), which only the rehearsal on a GPU showed."""
+    import subprocess
+
+    from harness import asvrun
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(clone)], check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    subprocess.run(["git", "checkout", "-q", "--detach", head], cwd=clone, check=True)
+    subprocess.run(["git", "branch", "-D", "main"], cwd=clone, capture_output=True, check=False)
+    config = tmp_path / "asv.conf.json"
+    config.write_text(json.dumps({"version": 1, "repo": str(clone), "branches": ["main"], "dvcs": "git"}))
+    asvrun.ensure_branches(str(config))
+    made = subprocess.run(["git", "rev-parse", "refs/heads/main"], cwd=clone, capture_output=True, text=True)
+    assert made.stdout.strip() == head
