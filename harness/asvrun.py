@@ -68,11 +68,12 @@ def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None, chec
 
 def run(commit: str, suite: str, machine: str, config: str, source: str | None = None, quick: bool = False) -> int:
     """``asv run`` of ``suite`` for ``commit`` (results stored under that hash). nf4kernel comes from
-    ``source`` (a folder holding that commit's nf4kernel alone) when given, else from wherever this
-    Python finds it."""
+    ``source`` (a folder holding that commit's nf4kernel alone) when given, else from this checkout:
+    asv's benchmark processes start elsewhere, and on a runner nothing installs the package (only the
+    rehearsal on a GPU showed it: ``ModuleNotFoundError: No module named 'nf4kernel'``)."""
     chosen = SUITES[suite]
     ensure_branches(config)
-    env = asv_env(*([source] if source else []))
+    env = asv_env(source or str(ROOT))
     env[BASELINES_ENV] = chosen.baselines
     command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", machine, "--bench", chosen.bench]
     command += ["--show-stderr"] + (["--quick"] if quick else [])

@@ -115,3 +115,18 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
         assert len(files) == 1 and len(points) == len(history.commits(machine_dir))
     index = (html / "index.html").read_text()
     assert "https://cdn" not in index and "vendor/jquery/jquery.min.js" in index
+
+
+def test_the_benchmark_processes_find_this_checkouts_kernel_without_an_install(monkeypatch):
+    """On the GPU runner nothing installs nf4kernel (nox --no-venv) and asv starts its benchmark
+    processes elsewhere: the checkout (or the staged kernel under test) goes first on their path."""
+    from harness import asvrun
+
+    seen = {}
+    monkeypatch.setattr(asvrun, "ensure_branches", lambda config: None)
+    monkeypatch.setattr(asvrun, "asv", lambda *args, config, env: seen.update(env) or 0)
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    asvrun.run("f" * 40, "cpu", "m", "asv.conf.json")
+    assert seen["ASV_PYTHONPATH"] == str(asvrun.ROOT)
+    asvrun.run("f" * 40, "cpu", "m", "asv.conf.json", source="/staged")
+    assert seen["ASV_PYTHONPATH"] == "/staged"
