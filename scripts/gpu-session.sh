@@ -45,6 +45,14 @@ for step in "$@"; do
       timed python3 -m nox --no-venv -s regression -- "$base" scratch-noop > "$OUT/regression-noop.log" 2>&1
       tail -n 6 "$OUT/regression-noop.log" ;;
     results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
+    main-job)
+      # history.yml's measuring step exactly (python -m nox --no-venv -s bench), in a fresh clone of
+      # the bundled main, the offline packages alone on the path; its results and log come back.
+      clone=/tmp/main-job-$$
+      git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      (cd "$clone" && git log --oneline -1 && PYTHONPATH=/tmp/site timed python -m nox --no-venv -s bench) > "$OUT/main-job.log" 2>&1
+      tar czf "$OUT/main-job-results.tgz" -C "$clone" .asv/results
+      grep -E "^bench:|exit .* in [0-9]+ s\]" "$OUT/main-job.log" | tail -n 8 ;;
     rehearse:*)
       # A fresh clone of the bundled main (git bundle create .gpu-bundle/repo.bundle main), the
       # offline packages only on the path (not this tree), then the scenario; its logs in one archive
