@@ -202,7 +202,32 @@ def compare(record: dict, base: dict, max_drop: float = DEFAULT_MAX_DROP) -> dic
         "failed": high < 1 - max_drop,
         "base_median": statistics.median(theirs),
         "base_rounds": len(theirs),
+        "base_run_medians": base.get("run_medians", [statistics.median(theirs)]),
     }
+
+
+def pool(records: Sequence[dict]) -> dict:
+    """One base record from several runs of the base on this runner (the workflow measures it before
+    and after the PR's kernel): their rounds together, so that drift between runs, which no run's
+    own interval sees, widens the base's spread instead of deciding the verdict. ``run_medians``
+    keeps each run's median speed-up, for the table. A record that timed nothing makes the pool time
+    nothing (the relative check then fails closed)."""
+    if len(records) == 1:
+        return records[0]
+    timed = [r for r in records if "seconds" in r]
+    if len(timed) < len(records):
+        return next(r for r in records if "seconds" not in r)
+    for r in timed[1:]:
+        check_same_gpu(timed[0]["environment"], r)
+    pooled = {**timed[0], "seconds": {}, "round_states": []}
+    for name in timed[0]["seconds"]:
+        pooled["seconds"][name] = [rnd for r in timed for rnd in r["seconds"].get(name, [])]
+    for r in timed:
+        check_timings(r, what="a base record")
+        pooled["round_states"] += r.get("round_states") or []
+    pooled["run_medians"] = [statistics.median(round_ratios(r)) for r in timed]
+    pooled["rounds"] = sum(len(round_ratios(r)) for r in timed)
+    return pooled
 
 
 def check_same_gpu(environment: dict, base: dict) -> None:

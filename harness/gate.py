@@ -1,7 +1,7 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
     python -m harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
-                           [--summary summary.md] [--baseline base-gate.json [--max-drop 0.10]]
+                           [--summary summary.md] [--baseline base-gate.json ... [--max-drop 0.10]]
                            [--kernel SOURCE] [--measure-only]
     python -m harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
     python -m harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
@@ -297,7 +297,10 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--no-classic", action="store_true", help="skip Unsloth's classic path")
     parser.add_argument("--aa", action="store_true", help="time nf4kernel against itself: the noise floor")
     parser.add_argument(
-        "--baseline", help="the base commit's gate JSON from this runner: fail a drop beyond --max-drop"
+        "--baseline",
+        action="append",
+        help="the base commit's gate JSON from this runner: fail a drop beyond --max-drop. Given more than once "
+        "(runs of the base before and after the PR's), their rounds are pooled",
     )
     parser.add_argument(
         "--max-drop",
@@ -391,7 +394,7 @@ def main(argv=None) -> int:
     args = parse(parser, argv)
     with contextlib.ExitStack() as stack:
         try:
-            base = read_baseline(args.baseline) if args.baseline else None
+            base = decision.pool([read_baseline(path) for path in args.baseline]) if args.baseline else None
             kernel = None if args.replay else use_kernel(args.kernel, stack)
             if args.aa:
                 return report_aa(args, measure_aa(args.rounds, kernel))

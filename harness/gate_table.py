@@ -127,9 +127,14 @@ def baseline_lines(verdict: decision.Verdict) -> list[str]:
     if not b or "skipped" in b:
         return []  # a skipped comparison is in the verdict's notes
     level = f"{decision.CI_LEVEL:.0%}"
+    runs = b.get("base_run_medians") or []
+    over = f"{b['base_rounds']} rounds"
+    if len(runs) > 1:
+        spread = max(runs) / min(runs) - 1
+        over += f" of {len(runs)} runs: {', '.join(f'{m:.3f}x' for m in runs)}, {spread:.1%} apart"
     return [
         f"against the base commit: speed-up {b['ratio']:.3f}x the base's ({b['base_median']:.3f}x over "
-        f"{b['base_rounds']} rounds), a drop of {1 - b['ratio']:.1%} ({level} interval {1 - b['ci_high']:.1%} to "
+        f"{over}), a drop of {1 - b['ratio']:.1%} ({level} interval {1 - b['ci_high']:.1%} to "
         f"{1 - b['ci_low']:.1%}); the gate fails a drop above {b['max_drop']:.0%} with confidence"
     ]
 

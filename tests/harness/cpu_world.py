@@ -81,6 +81,10 @@ def gpu_steps_replaced(
     )
     base_copy = f'cp {recorded}/gate-base.json "$RUNNER_TEMP/"' if base_record is not None else "true"
     replaced[("gate", "measure-base")] = with_run(steps[("gate", "measure-base")], base_copy)
+    after_copy = (
+        f'cp {recorded}/gate-base.json "$RUNNER_TEMP/gate-base-after.json"' if base_record is not None else "true"
+    )
+    replaced[("gate", "measure-base-after")] = with_run(steps[("gate", "measure-base-after")], after_copy)
     replaced[("gate", "measure")] = with_run(steps[("gate", "measure")], f'cp {recorded}/gate.json "$RUNNER_TEMP/"')
     replaced[("regression", "measure")] = with_run(
         steps[("regression", "measure")], f"mkdir -p .asv && cp -r {recorded}/asv .asv/results"

@@ -272,3 +272,41 @@ def test_a_malformed_record_is_refused_by_name(spoil, problem):
     spoil(spoiled)
     with pytest.raises(ValueError, match=problem):
         decision.decide(spoiled)
+
+
+# The no-op PR of the H200 rehearsal (benchmarks/results/rehearsal/): per-round totals (s) of the base,
+# measured first, right after the GPU test job, and of the PR's kernel 40 s later. Every
+# implementation was slower in the first process (Unsloth 44%, nf4kernel 22%): the host, not the
+# kernel. Judged against that run alone, the no-op "dropped" 15.8%, with confidence.
+BASE_FIRST = record(0.367, 0.674, noise=0.01, seed=1)
+NO_OP = record(0.302, 0.468, noise=0.01, seed=2)
+BASE_AFTER = record(0.301, 0.466, noise=0.01, seed=3)
+
+
+def test_one_base_run_lets_drift_between_runs_fail_a_no_op():
+    verdict = decision.decide(NO_OP, base=BASE_FIRST)
+    assert not verdict.passed and verdict.baseline["failed"]  # the false alarm the pooled runs remove
+
+
+def test_base_runs_before_and_after_the_pr_pool_their_rounds():
+    pooled = decision.pool([BASE_FIRST, BASE_AFTER])
+    assert len(decision.round_ratios(pooled)) == 10 and pooled["rounds"] == 10
+    assert [round(m, 3) for m in pooled["run_medians"]] == [
+        round(statistics.median(decision.round_ratios(r)), 3) for r in (BASE_FIRST, BASE_AFTER)
+    ]
+    verdict = decision.decide(NO_OP, base=pooled)
+    assert verdict.passed and not verdict.baseline["failed"]
+    assert verdict.baseline["base_run_medians"] == pooled["run_medians"]
+
+
+def test_a_real_drop_is_still_caught_against_pooled_runs():
+    slow = record(0.302 * 1.5, 0.468, noise=0.01, seed=4)  # the kernel a third slower per call
+    verdict = decision.decide(slow, threshold=1.0, base=decision.pool([BASE_FIRST, BASE_AFTER]))
+    assert not verdict.passed and verdict.baseline["failed"]
+
+
+def test_a_pool_with_a_run_that_timed_nothing_fails_closed():
+    broken = record(0.1, 0.4)
+    del broken["seconds"]
+    verdict = decision.decide(NO_OP, base=decision.pool([BASE_FIRST, broken]))
+    assert verdict.exit_code == decision.EXIT_BAD_INPUT

@@ -270,7 +270,7 @@ def test_a_25_percent_slowdown_fails_against_the_base(tmp_path, capsys):
     assert "against the base commit: speed-up 0.800x the base's (1.425x over 5 rounds), a drop of 20.0%" in text
     assert text.strip().splitlines()[-1].startswith("FAIL: the speed-up over Unsloth dropped 20.0% from the base's")
     written = json.loads(out.read_text())
-    assert written["baseline"] == {"path": str(base), "max_drop": 0.1}
+    assert written["baseline"] == {"path": [str(base)], "max_drop": 0.1}
     assert written["verdict"]["baseline"]["failed"] is True
 
 

@@ -223,19 +223,22 @@ def test_the_verdicts_come_from_the_trusted_checkout():
 
 def test_the_gate_measures_the_base_first_then_the_pr_then_decides_apart():
     """On a PR the base is measured before any of the PR's code runs in the job; the PR's kernel is
-    then measured by the base's harness; the verdict is a third process that reads the two records
-    from $RUNNER_TEMP (where no file of the PR lands) and fails when the base's is missing."""
+    then measured by the base's harness, and the base again (a runner drifts between processes);
+    the verdict is a process of its own that reads the records from $RUNNER_TEMP (where no file of
+    the PR lands), pools the base's two runs and fails when either is missing."""
     steps = gpu_yml()["jobs"]["gate"]["steps"]
     order = [s.get("id") for s in steps if "run" in s]
-    assert order == ["env", "measure-base", "measure", "decide"]
-    base, pr, decide = (next(s for s in steps if s.get("id") == i) for i in ("measure-base", "measure", "decide"))
-    assert base["if"] == "needs.approve.outputs.base != ''"
-    assert "--measure-only" in base["run"] and "--kernel ." in base["run"]
-    assert '--json "$RUNNER_TEMP/gate-base.json"' in base["run"]
+    assert order == ["env", "measure-base", "measure", "measure-base-after", "decide"]
+    ids = ("measure-base", "measure", "measure-base-after", "decide")
+    base, pr, after, decide = (next(s for s in steps if s.get("id") == i) for i in ids)
+    for step, record in ((base, "gate-base.json"), (after, "gate-base-after.json")):
+        assert step["if"] == "needs.approve.outputs.base != ''"
+        assert "--measure-only" in step["run"] and "--kernel ." in step["run"]
+        assert f'--json "$RUNNER_TEMP/{record}"' in step["run"]
     assert "--measure-only" in pr["run"] and "--kernel ../candidate" in pr["run"]
     assert '--replay "$RUNNER_TEMP/gate.json"' in decide["run"] and "--kernel" not in decide["run"]
-    assert 'baseline=(--baseline "$RUNNER_TEMP/gate-base.json")' in decide["run"]
-    assert 'if [ -n "$BASE" ]' in decide["run"]
+    pooled = '--baseline "$RUNNER_TEMP/gate-base.json" --baseline "$RUNNER_TEMP/gate-base-after.json"'
+    assert pooled in decide["run"] and 'if [ -n "$BASE" ]' in decide["run"]
 
 
 def test_the_regression_check_measures_then_decides_from_stored_results():
