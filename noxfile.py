@@ -60,7 +60,7 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
 def gate(session: nox.Session) -> None:
-    """The PR speed gate against the real Unsloth; exits 0 pass, 1 slow, 2 bad input, 3 wrong, 4 no GPU, 5 no Unsloth.
+    """The PR speed gate against Unsloth; exit 0 pass, 1 slow, 2 bad input, 3 wrong, 4 no GPU, 5 no Unsloth.
 
     Needs a CUDA GPU and unsloth: ``nox --no-venv -s gate -- --threshold 1.2 --json gate.json``. In a
     fresh venv on a machine without torch it installs the pinned (CPU) torch, so that the gate can
