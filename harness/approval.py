@@ -98,8 +98,8 @@ def approve_comment(event: dict, default: str, github: GitHub) -> Approval:
         raise Refused(f"{COMMAND} works on pull requests only")
     number = str(issue["number"])
     comment = event.get("comment") or {}
-    first_line = (comment.get("body") or "").strip().splitlines()[0] if (comment.get("body") or "").strip() else ""
-    words = first_line.split()
+    body = (comment.get("body") or "").strip()
+    words = body.splitlines()[0].split() if body else []
     if len(words) != 2 or words[0] != COMMAND or not FULL_HASH.fullmatch(words[1]):
         raise Refused(f"write `{COMMAND} <commit>` with the full 40-character hash of the commit you reviewed")
     approved = words[1]
