@@ -15,6 +15,7 @@ nox.options.default_venv_backend = "venv"
 nox.options.reuse_venv = "yes"
 
 TEST_REQUIREMENTS = "requirements/test.txt"
+RUNTIME_REQUIREMENTS = "requirements/runtime.txt"  # torch, Triton, bitsandbytes: what measuring needs
 HARNESS_REQUIREMENTS = "requirements/harness.txt"
 CI_TOOLS_REQUIREMENTS = "requirements/ci-tools.txt"  # act, and the pin check's packaging and pyyaml
 
@@ -65,10 +66,16 @@ def gate(session: nox.Session) -> None:
     Needs a CUDA GPU and unsloth: ``nox --no-venv -s gate -- --threshold 1.2 --json gate.json``. In a
     fresh venv on a machine without torch it installs the pinned (CPU) torch, so that the gate can
     tell the true cause (no GPU) instead of failing on an import."""
-    if session.venv_backend != "none" and not _imports(session, "torch"):
-        install(session, "-r", TEST_REQUIREMENTS)
+    install_runtime(session)
     install(session, "--no-deps", "-e", ".")
     run_keeping_exit_code(session, "python", "-m", "harness.gate", *session.posargs)
+
+
+def install_runtime(session: nox.Session) -> None:
+    """The machine's own torch where it has one (a GPU build: these sessions' venvs see the system's
+    packages); elsewhere the pinned CPU build, Triton and bitsandbytes (requirements/runtime.txt)."""
+    if session.venv_backend != "none" and not _imports(session, "torch"):
+        install(session, "-r", RUNTIME_REQUIREMENTS)
 
 
 def _imports(session: nox.Session, module: str) -> bool:
@@ -83,8 +90,7 @@ def bench(session: nox.Session) -> None:
 
     GPU: the full suite; CPU: the interpreter smoke benchmarks. Then ``nox -s preview``. The machine's
     own torch (a GPU build) is used where it has one; elsewhere the pinned CPU build is installed."""
-    if session.venv_backend != "none" and not _imports(session, "torch"):
-        install(session, "-r", TEST_REQUIREMENTS)
+    install_runtime(session)
     install_project(session, HARNESS_REQUIREMENTS)
     session.run("python", "-m", "harness.bench", *session.posargs)
 
@@ -99,25 +105,25 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def preview(session: nox.Session) -> None:
-    """Serves the history site on http://127.0.0.1:8080 (asv preview; Ctrl-C stops it)."""
+    """Serves the history site on http://127.0.0.1:8080 (Ctrl-C stops it); exit 1 where none is built."""
     install(session, "-r", HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "asv", "preview", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.site", "preview", *session.posargs)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
 def regression(session: nox.Session) -> None:
     """asv on two commits, exit 1 when HEAD got slower than BASE: ``nox -s regression -- BASE HEAD``."""
-    install(session, "--no-deps", "-e", ".")
-    install(session, "-r", HARNESS_REQUIREMENTS)
+    install_runtime(session)
+    install_project(session, HARNESS_REQUIREMENTS)
     run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])
 def backfill(session: nox.Session) -> None:
     """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
-    install(session, "--no-deps", "-e", ".")
-    install(session, "-r", HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "harness.backfill", *session.posargs)
+    install_runtime(session)
+    install_project(session, HARNESS_REQUIREMENTS)
+    run_keeping_exit_code(session, "python", "-m", "harness.backfill", *session.posargs)
 
 
 @nox.session(default=False, venv_params=["--system-site-packages"])

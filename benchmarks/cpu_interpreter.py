@@ -7,7 +7,7 @@ from __future__ import annotations
 class CpuInterpreter:
     """nf4kernel.dequantize on CPU tensors (Triton's interpreter), NF4 blocksize 64, nested absmax."""
 
-    params = (["1024x512"], ["float16", "bfloat16"])
+    params = (["1024x512"], ["bfloat16", "float16"])
     param_names = ["shape", "dtype"]
     version = 1
     rounds = 1

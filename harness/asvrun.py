@@ -66,18 +66,24 @@ def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None, chec
     return done.returncode
 
 
-def run(commit: str, suite: str, machine: str, config: str, source: str | None = None, quick: bool = False) -> int:
+def run(commit: str, suite: str, info: dict, config: str, source: str | None = None, quick: bool = False) -> int:
     """``asv run`` of ``suite`` for ``commit`` (results stored under that hash). nf4kernel comes from
     ``source`` (a folder holding that commit's nf4kernel alone) when given, else from this checkout:
     asv's benchmark processes start elsewhere, and on a runner nothing installs the package (only the
-    rehearsal on a GPU showed it: ``ModuleNotFoundError: No module named 'nf4kernel'``)."""
+    rehearsal on a GPU showed it: ``ModuleNotFoundError: No module named 'nf4kernel'``). ``info`` is
+    the machine's description (``machine.register``); its machine.json is rewritten whole after asv
+    wrote the parameters alone there."""
     chosen = SUITES[suite]
     ensure_branches(config)
     env = asv_env(source or str(ROOT))
     env[BASELINES_ENV] = chosen.baselines
-    command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", machine, "--bench", chosen.bench]
+    command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", info["machine"], "--bench", chosen.bench]
     command += ["--show-stderr"] + (["--quick"] if quick else [])
-    return asv(*command, config=config, env=env)
+    code = asv(*command, config=config, env=env)
+    from harness import machine
+
+    machine.record(ROOT / load_config(str(ROOT / config))["results_dir"], info)
+    return code
 
 
 def ensure_branches(config: str) -> None:

@@ -83,7 +83,7 @@ def main(argv=None) -> int:
             with kernel_source.staged(sha) as kernel:
                 why = why_not_runnable(str(kernel.path))
                 if why is None:
-                    asvrun.run(sha, args.suite, info["machine"], args.config, source=str(kernel.path))
+                    asvrun.run(sha, args.suite, info, args.config, source=str(kernel.path))
         except kernel_source.SourceError as error:
             why = str(error)
         if why is not None:

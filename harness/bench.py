@@ -48,7 +48,7 @@ def main(argv=None) -> int:
         log(f"{seeded} files of the committed GPU history copied into {conf['results_dir']}")
     commit = asvrun.git("rev-parse", "HEAD")
     log(f"{commit[:8]}: {asvrun.SUITES[suite].about}")
-    code = asvrun.run(commit, suite, info["machine"], args.config, quick=args.quick)
+    code = asvrun.run(commit, suite, info, args.config, quick=args.quick)
     found = asvrun.outcome(str(results), info["machine"], commit, asvrun.SUITES[suite].bench)
     log(f"{commit[:8]} on {info['machine']}: {found.line()}, {time.perf_counter() - started:.0f} s")
     if args.store:

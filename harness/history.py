@@ -2,9 +2,10 @@
 
 It is an asv results store (``<machine>/machine.json``, ``<machine>/<commit>-<env>.json`` and the
 suite's ``benchmarks.json``) holding GPU machines only. Every harness command that runs or publishes
-asv first *seeds* ``.asv/results`` from it (copying what is not there yet), so a fresh clone's site
-shows the real GPU graphs; ``store`` copies a GPU machine's new results back, to be committed. The
-CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean nothing beside a GPU's.
+asv first *seeds* ``.asv/results`` from it (copying each file that is missing there or differs: the
+committed history is the record of its commits), so a fresh clone's site shows the real GPU graphs;
+``store`` copies a GPU machine's new results back, to be committed. The CPU smoke run's machine
+(``cpu-...``) is never stored: its figures would mean nothing beside a GPU's.
 
     python -m harness.history store [--machine NAME]   # .asv/results -> benchmarks/history
     python -m harness.history list                     # what the committed history holds
@@ -24,11 +25,15 @@ STORE = ROOT / "benchmarks" / "history"
 
 
 def seed(results_dir: Path, store: Path = STORE) -> int:
-    """Copy the committed history into ``results_dir`` where a file is not there yet. Returns how many."""
+    """Copy the committed history into ``results_dir`` where a file is missing or, for a machine's
+    files, differs (an older clone's copy of a committed result). The suite's ``benchmarks.json`` is
+    copied only where there is none: asv rewrites it from this checkout's suite at every run, and
+    that one is current. Returns how many."""
     copied = 0
     for source in sorted(store.rglob("*.json")):
         target = Path(results_dir) / source.relative_to(store)
-        if not target.exists():
+        stale = source.parent != store and target.exists() and target.read_bytes() != source.read_bytes()
+        if not target.exists() or stale:
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, target)
             copied += 1

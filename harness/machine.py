@@ -1,16 +1,19 @@
-"""The asv machine: named after the GPU, described by the software that shapes its figures.
+"""The asv machine: named after the GPU, its series split by the software that shapes its figures.
 
-asv keeps one result series per machine and per value of each field of the machine's description,
-so the name and the fields decide what may share a graph:
+asv keeps one result series per machine and per value of each *parameter* a result records, and
+its graphs' legends name every parameter whose value varies. So a result records two, besides asv's
+own ``python``:
 
-* the name comes from the GPU (``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``): every runner with
+* ``machine``, from the GPU (``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``): every runner with
   that GPU adds to one series, and a fleet of different GPUs never mixes in one graph;
-* the fields record the GPU, its driver, CUDA, torch, Triton, bitsandbytes and Unsloth: a toolchain
-  upgrade starts a new line on the same graph instead of looking like a commit's regression;
-* nothing that changes from one boot to the next of the same runner is recorded (the kernel
-  release, the RAM of a VM whose memory grows as it is used), so it never splits a series.
+* ``toolchain``: torch, Triton, CUDA, the driver, bitsandbytes and Unsloth in one value, so that an
+  upgrade starts a new line on the same graph instead of looking like a commit's regression.
 
-Without a GPU the machine is ``cpu-<processor>``: the CPU smoke run, kept apart from the GPU history.
+Everything else that describes the machine (the GPU's full name, the CPU, the versions one by one)
+is in ``<results>/<machine>/machine.json``, which the site shows beside the machine's name. Nothing
+that changes from one boot of a runner to the next is recorded (the kernel release, the RAM of a
+VM whose memory grows as it is used). Without a GPU the machine is ``cpu-<processor>``: the CPU
+smoke run, which the site leaves out.
 """
 
 from __future__ import annotations
@@ -71,10 +74,13 @@ def driver_version() -> str:
 
 
 def describe() -> dict:
-    """The machine's asv description: its name (``machine``) and the fields recorded with every result."""
+    """Everything the machine's description holds (``machine.json``): its name, hardware, versions."""
     import os
 
-    import torch
+    try:
+        import torch
+    except ImportError:  # a fresh venv without torch: then there is no CUDA GPU to use either
+        torch = None
 
     info = {
         "arch": platform.machine(),
@@ -83,7 +89,7 @@ def describe() -> dict:
         "num_cpu": str(os.cpu_count()),
         "ram": "",  # not recorded: a VM's memory can grow while it runs, which would split the series
     }
-    if torch.cuda.is_available():
+    if torch is not None and torch.cuda.is_available():
         gpu = torch.cuda.get_device_name(0)
         info.update(machine=slug(gpu), gpu=gpu, driver=driver_version(), cuda=torch.version.cuda or "unknown")
     else:
@@ -92,13 +98,41 @@ def describe() -> dict:
     return info
 
 
+def toolchain(info: dict) -> str:
+    """The versions that shape the figures, in one value: ``torch 2.11.0, triton 3.6.0, CUDA 13.0, ...``."""
+    parts = [f"torch {info['torch']}", f"triton {info['triton']}"]
+    if info.get("gpu", "none") != "none":
+        parts += [f"CUDA {info['cuda']}", f"driver {info['driver']}"]
+    parts += [f"bitsandbytes {info['bitsandbytes']}"]
+    if info.get("unsloth", "not installed") != "not installed":
+        parts += [f"unsloth {info['unsloth']}"]
+    return ", ".join(parts)
+
+
+def params(info: dict) -> dict:
+    """What asv records with every result of this machine: the parameters its series split on."""
+    return {"machine": info["machine"], "toolchain": toolchain(info)}
+
+
 def register(info: dict | None = None, path: str | None = None) -> dict:
-    """Describe this machine and store it where ``asv run --machine NAME`` reads it (~/.asv-machine.json)."""
+    """Describe this machine, and store its parameters where ``asv run --machine NAME`` reads them
+    (~/.asv-machine.json). Returns the whole description (``record`` writes it beside the results)."""
     from asv.machine import MachineCollection
 
     info = describe() if info is None else info
-    MachineCollection.save(info["machine"], info, _path=path)
+    MachineCollection.save(info["machine"], params(info), _path=path)
     return info
+
+
+def record(results_dir, info: dict) -> None:
+    """The whole description in ``<results_dir>/<machine>/machine.json``, where asv's site reads what
+    it shows beside the machine's name (asv writes only the parameters there at each run)."""
+    import json
+    from pathlib import Path
+
+    path = Path(results_dir) / info["machine"] / "machine.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**info, "toolchain": toolchain(info), "version": 1}, indent=4, sort_keys=True) + "\n")
 
 
 def one_line(info: dict) -> str:

@@ -77,12 +77,13 @@ def ci_pythons(workflow: Path = CI_WORKFLOW) -> list[str]:
 
 
 def pins(files: Iterable[Path] = REQUIREMENT_FILES) -> list[tuple[str, Requirement]]:
-    """(file name, requirement) for each requirement line; every one must be an exact `==` pin."""
+    """(file name, requirement) for each requirement line; every one must be an exact `==` pin. A
+    `-r other.txt` line is skipped: that file is one of ``files`` itself."""
     found = []
     for path in files:
         for line in path.read_text().splitlines():
             line = line.split("#", 1)[0].strip()
-            if line:
+            if line and not line.startswith("-r "):
                 found.append((path.name, Requirement(line)))
     return found
 

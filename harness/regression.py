@@ -22,7 +22,9 @@ synchronized per-call time (``gpu.SynchronizedTime``, host cost included) is tra
 but not compared here: it moves with the host's load. ``asv compare`` itself always exits 0, and
 ``asv continuous`` builds environments from a registry a GPU runner may not reach.
 
-Exit 0: nothing worse. Exit 1: something got slower (named on the last lines and in the summary).
+Exit 0: nothing worse (or ``--suite cpu``: the CPU smoke run, which gives no speed verdict). Exit
+1: something got slower (named on the last lines and in the summary). Exit 2: bad arguments. Exit
+4: no CUDA GPU here.
 """
 
 from __future__ import annotations
@@ -136,12 +138,12 @@ def resolve(source: str, no_run: bool) -> str:
     return kernel_source.resolve(source)
 
 
-def measure(base: str, head: str, suite_name: str, machine_name: str, config: str) -> None:
+def measure(base: str, head: str, suite_name: str, info: dict, config: str) -> None:
     suite = asvrun.SUITES[suite_name]
     for sha in (base, head):
         with kernel_source.staged(sha) as kernel:
             print(f"regression: {sha[:8]} ({suite.about}), {kernel.describe()}", flush=True)
-            asvrun.run(sha, suite_name, machine_name, config, source=str(kernel.path))
+            asvrun.run(sha, suite_name, info, config, source=str(kernel.path))
 
 
 def main(argv=None) -> int:
@@ -184,13 +186,16 @@ def main(argv=None) -> int:
         if info["gpu"] == "none" and args.suite != "cpu":
             print("regression: no CUDA GPU here: nothing to measure (use --suite cpu for a smoke run)", flush=True)
             return 4
-        measure(base, head, args.suite, machine_name, args.config)
+        measure(base, head, args.suite, info, args.config)
         if args.measure_only:
             print(f"regression: {base[:8]} and {head[:8]} measured on {machine_name}; no verdict asked", flush=True)
             return 0
     table, worse = compare(conf, base, head, args.factor, machine_name, suite.bench)
     mean, shapes = kernel_time_mean_ratio(conf.results_dir, machine_name, base, head)
     print(table, flush=True)
+    if args.suite == "cpu":
+        print("regression: the CPU smoke suite times Triton's interpreter: no speed verdict (exit 0)", flush=True)
+        return 0
     verdicts = [f"{len(worse)} result(s) worse than {args.factor}x" + "".join(f"\n  - {row}" for row in worse)]
     mean_failed = shapes > 0 and mean > args.mean_factor
     if shapes:

@@ -107,13 +107,43 @@ def drop_benchmarks_without_results(html_dir: Path) -> list[str]:
     return dropped
 
 
+def gpu_results(results_dir: Path, into: Path) -> list[str]:
+    """A copy of ``results_dir`` holding its GPU machines only; returns the machines left out. A CPU
+    machine's figures are the interpreter's, no verdict on the kernel, and its description (no GPU,
+    no driver, another torch) would split every graph's legend and fill the selectors with "none"."""
+    into.mkdir(parents=True)
+    left_out = []
+    for path in sorted(results_dir.iterdir()):
+        if path.is_file():
+            shutil.copyfile(path, into / path.name)
+        elif (path / "machine.json").is_file():
+            if json.loads((path / "machine.json").read_text()).get("gpu", "none") == "none":
+                left_out.append(path.name)
+            else:
+                shutil.copytree(path, into / path.name)
+    return left_out
+
+
 def publish(config: str = "asv.conf.json") -> Path:
-    """Seed the results with the committed history, ``asv publish``, then make the site self-contained."""
+    """Seed the results with the committed history, ``asv publish`` the GPU machines' results, then
+    make the site self-contained."""
+    import tempfile
+
     from harness import asvrun, history
 
-    conf = asvrun.load_config(config)
-    history.seed(asvrun.ROOT / conf["results_dir"])
-    asvrun.asv("publish", config=config)
+    conf = asvrun.load_config(str(asvrun.ROOT / config))
+    results = asvrun.ROOT / conf["results_dir"]
+    history.seed(results)
+    with tempfile.TemporaryDirectory(prefix="asv-publish-") as tmp:
+        left_out = gpu_results(results, Path(tmp) / "results")
+        # asv reads a configuration's paths from the configuration's folder: this one's are absolute.
+        keys = ("repo", "benchmark_dir", "env_dir", "html_dir")
+        paths = {key: str(asvrun.ROOT / conf[key]) for key in keys if key in conf}
+        shown = {**conf, **paths, "results_dir": str(Path(tmp) / "results"), "plugins": []}
+        (Path(tmp) / "asv.conf.json").write_text(json.dumps(shown))
+        asvrun.asv("publish", config=str(Path(tmp) / "asv.conf.json"))
+    for name in left_out:
+        print(f"site: {name}'s results are not graphed: a CPU machine's times are the interpreter's", flush=True)
     html = asvrun.ROOT / conf["html_dir"]
     drop_benchmarks_without_results(html)
     make_self_contained(html)
@@ -169,7 +199,9 @@ def main(argv=None) -> int:
             vendor(args.update)
         else:
             html = publish(args.config)
-            print(f"site: {html}/index.html, self-contained; view it with `python3 -m nox -s preview`")
+            print(
+                f"site: built in {html}; view it with `python3 -m nox -s preview` (its pages load their data over HTTP)"
+            )
     except (ValueError, subprocess.CalledProcessError) as error:
         print(f"site: {error}", file=sys.stderr)
         return 1

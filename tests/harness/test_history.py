@@ -68,13 +68,18 @@ def test_the_suite_declares_the_versions_the_history_was_recorded_with():
         assert str(declared) == entry["version"], f"{name}: the suite says {declared}, the history {entry['version']}"
 
 
-def test_seed_copies_what_is_missing_and_keeps_what_is_there(tmp_path):
+def test_seed_copies_what_is_missing_and_what_differs_but_keeps_the_suites_list(tmp_path):
     results = tmp_path / "results"
     first = history.seed(results)
     assert first == len(list(history.STORE.rglob("*.json")))
-    kept = next((results / MACHINES[0].name).glob("*-existing-*.json"))
-    kept.write_text("{}")
-    assert history.seed(results) == 0 and kept.read_text() == "{}"
+    assert history.seed(results) == 0
+    stale = next((results / MACHINES[0].name).glob("*-existing-*.json"))
+    stale.write_text("{}")  # an older clone's copy of a committed result: the committed one wins
+    suite = results / "benchmarks.json"
+    suite.write_text("{}")  # asv's list of this checkout's suite: asv's, kept
+    assert history.seed(results) == 1
+    assert stale.read_bytes() == (history.STORE / MACHINES[0].name / stale.name).read_bytes()
+    assert suite.read_text() == "{}"
 
 
 def test_store_refuses_a_machine_without_a_gpu(tmp_path):

@@ -46,6 +46,40 @@ def test_register_stores_it_where_asv_reads_it(tmp_path):
     path = tmp_path / "asv-machine.json"
     info = machine.register(path=str(path))
     stored = json.loads(path.read_text())[info["machine"]]
-    assert stored["gpu"] == info["gpu"] and stored["torch"] == info["torch"]
+    # asv records these with every result: its graphs split series, and legends name, these alone
+    assert set(stored) == {"machine", "toolchain"}
+    assert f"torch {info['torch']}" in stored["toolchain"] and f"triton {info['triton']}" in stored["toolchain"]
     loaded = Machine.load(machine_name=info["machine"], _path=str(path))
-    assert loaded.machine == info["machine"] and loaded.triton == info["triton"]
+    assert loaded.machine == info["machine"] and loaded.toolchain == stored["toolchain"]
+
+
+def test_the_whole_description_goes_beside_the_results(tmp_path):
+    info = machine.describe()
+    machine.record(tmp_path, info)
+    written = json.loads((tmp_path / info["machine"] / "machine.json").read_text())
+    assert written == {**info, "toolchain": machine.toolchain(info), "version": 1}
+
+
+def test_a_gpu_toolchain_names_cuda_the_driver_and_unsloth():
+    gpu = {"gpu": "NVIDIA H200", "torch": "2.11.0", "triton": "3.6.0", "cuda": "13.0", "driver": "580.159.04"}
+    gpu.update(bitsandbytes="0.50.2", unsloth="2026.10.9")
+    assert machine.toolchain(gpu) == (
+        "torch 2.11.0, triton 3.6.0, CUDA 13.0, driver 580.159.04, bitsandbytes 0.50.2, unsloth 2026.10.9"
+    )
+    cpu = {**gpu, "gpu": "none", "unsloth": "not installed"}
+    assert machine.toolchain(cpu) == "torch 2.11.0, triton 3.6.0, bitsandbytes 0.50.2"
+
+
+def test_without_torch_the_machine_has_no_gpu(monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_torch(name, *args, **kwargs):
+        if name == "torch":
+            raise ImportError("No module named 'torch'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_torch)
+    info = machine.describe()
+    assert info["gpu"] == "none" and info["machine"].startswith("cpu-")
