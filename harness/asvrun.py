@@ -59,7 +59,7 @@ def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None, chec
     """``python -m asv ARGS --config CONFIG`` from the repository's root (asv.conf.json's paths and its
     plugin are relative to it). Returns asv's exit code: 2 from ``run`` means a benchmark failed."""
     command = [sys.executable, "-m", "asv", *args, "--config", str(config)]
-    print("+", " ".join(command[1:]), flush=True)
+    print("+ python", " ".join(command[1:]), flush=True)  # this Python: the one running the harness
     done = subprocess.run(command, cwd=ROOT, env=env if env is not None else asv_env(), check=False)
     if check and done.returncode not in (0, 2):
         raise subprocess.CalledProcessError(done.returncode, command)

@@ -12,6 +12,8 @@ unless ``--force``.
 The default suite is nf4kernel's own figures (kernel time, time over copy, memory peak): no baseline
 is imported, so a commit takes seconds, not Unsloth's 30 s import. ``--store`` then copies the
 machine's results into benchmarks/history/ to be committed.
+
+Exit 0 done; 2 no such range, or no commit in it; 4 no CUDA GPU (with a GPU suite).
 """
 
 from __future__ import annotations
@@ -59,7 +61,11 @@ def main(argv=None) -> int:
     parser.add_argument("--store", action="store_true", help="copy the results into benchmarks/history")
     args = parser.parse_args(argv)
 
-    commits = asvrun.git("rev-list", "--first-parent", "--reverse", args.range).split()
+    try:
+        commits = asvrun.git("rev-list", "--first-parent", "--reverse", args.range).split()
+    except subprocess.CalledProcessError as error:
+        print(f"backfill: {args.range} is not a revision range here: {error.stderr.strip()}", file=sys.stderr)
+        return 2
     if not commits:
         print(f"backfill: no commits in {args.range}", file=sys.stderr)
         return 2

@@ -4,9 +4,12 @@
 
 On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures all come from one
 measuring process); without one, only the CPU-interpreter smoke benchmarks, whose times are no
-verdict on the kernel. The machine is named after the GPU
-(``machine.py``); results go to .asv/results, seeded from the GPU history committed under
-benchmarks/history/; the site, self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
+verdict on the kernel. The machine is named after the GPU (``machine.py``); results go to
+.asv/results, seeded from the GPU history committed under benchmarks/history/; the site,
+self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
+
+Exit 0: measured, and the site built. 1: a benchmark failed or measured nothing. 4: a GPU suite
+asked for on a machine without a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -37,10 +40,10 @@ def main(argv=None) -> int:
     gpu = info["gpu"] != "none"
     suite = args.suite or ("gpu" if gpu else "cpu")
     if not gpu and suite != "cpu":
-        log(f"the {suite} suite needs a CUDA GPU; none here")
-        return 1
+        log(f"the {suite} suite needs a CUDA GPU; none here (exit 4)")
+        return 4
     if not gpu:
-        log("no CUDA GPU: only the CPU-interpreter smoke benchmarks run (no speed verdict); the GPU suite does not")
+        log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
     conf = asvrun.load_config(args.config)
     results = asvrun.ROOT / conf["results_dir"]
     seeded = history.seed(results)

@@ -5,6 +5,8 @@
 3. host cost per call on 4096x1024 bf16, back to back.
 
     python -m harness.perf [--rounds 5] [--json PATH]
+
+Exit 0 when measured; 4 without a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 
 import torch
 
@@ -24,9 +25,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved Challenge A rounds per implementation")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("perf: no CUDA GPU here; nothing to measure", file=sys.stderr)
-        return 2
+    workload.require_gpu("perf")
 
     impls = {"nf4kernel": workload.nf4kernel_impl(), "unsloth": workload.unsloth_impl()}
     report = {"device": workload.device_name(), "torch": torch.__version__, "unsloth": workload.unsloth_version()}

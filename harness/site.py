@@ -9,7 +9,10 @@ refuses a file that changed. Where npm's file is the very file the CDN serves, a
 matches it too (the tests check both).
 
     python -m harness.site publish [--config asv.conf.json]   # seed, asv publish, self-contain
+    python -m harness.site preview [--port 8080]              # serve it (Ctrl-C stops it)
     python -m harness.site vendor                             # re-fetch from npm and verify
+
+Exit 0 done (preview: stopped); 1 failed, or (preview) no site built yet, said in one line.
 """
 
 from __future__ import annotations
@@ -186,14 +189,34 @@ def vendor(update: bool = False) -> None:
         LOCK.write_text(json.dumps(pins, indent=1) + "\n")
 
 
+def preview(config: str, port: int) -> int:
+    """asv's own server on the built site; one line, not asv's traceback, where none is built."""
+    from harness import asvrun
+
+    html = asvrun.ROOT / asvrun.load_config(str(asvrun.ROOT / config))["html_dir"]
+    if not (html / "index.html").is_file():
+        print(f"site: no site in {html} yet: build it with `python3 -m nox -s publish` (or `nox -s bench`)")
+        return 1
+    print(f"site: serving {html} on http://127.0.0.1:{port} (Ctrl-C stops it)", flush=True)
+    try:
+        return asvrun.asv("preview", "--port", str(port), config=config, check=False)
+    except KeyboardInterrupt:
+        return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.site", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     publish_cmd.add_argument("--config", default="asv.conf.json")
+    preview_cmd = commands.add_parser("preview", help="serve the built site on http://127.0.0.1:PORT")
+    preview_cmd.add_argument("--config", default="asv.conf.json")
+    preview_cmd.add_argument("--port", type=int, default=8080)
     vendor_cmd = commands.add_parser("vendor", help="re-fetch the libraries from npm and verify them")
     vendor_cmd.add_argument("--update", action="store_true", help="record new hashes (after changing a version)")
     args = parser.parse_args(argv)
+    if args.command == "preview":
+        return preview(args.config, args.port)
     try:
         if args.command == "vendor":
             vendor(args.update)

@@ -4,6 +4,8 @@ checked bit-exact. Launches are replayed from a CUDA graph, so the times are the
 Triton's launch path.
 
     python -m harness.sweep [--json PATH] [--warps 2 4] [--iters 1 2] [--vectors 1 4]
+
+Exit 0 when swept; 4 without a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, nargs="+", default=ITERS, help="tiles per program (%(default)s)")
     parser.add_argument("--vectors", type=int, nargs="+", default=VECTORS, help="stores per thread (%(default)s)")
     args = parser.parse_args(argv)
+    workload.require_gpu("sweep")
     copy_bw = workload.copy_bandwidth()
     print(f"device: {workload.device_name()}   copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
     results = []
