@@ -14,6 +14,7 @@ import functools
 import http.server
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -59,6 +60,7 @@ def site_url(tmp_path_factory):
     conf.update(environment_type="existing", plugins=[".harness.asv_env"], benchmark_dir="benchmarks")
     conf.update(results_dir=str(tmp / "results"), html_dir=str(tmp / "html"))
     config.write_text(json.dumps(conf))
+    add_a_cpu_machines_result(tmp / "results")  # as a CPU machine's own main job leaves one
     env = {**os.environ, "PYTHONPATH": python_path(clone), "HOME": str(tmp)}
     done = subprocess.run(
         [sys.executable, "-m", "harness.site", "publish", "--config", str(config)],
@@ -74,6 +76,23 @@ def site_url(tmp_path_factory):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+CPU_MACHINE = "cpu-test"
+
+
+def add_a_cpu_machines_result(results: Path) -> None:
+    """A CPU smoke run's result beside the history, described as harness/machine.py describes a CPU
+    machine (no GPU, another torch): the site must stay as it is without it."""
+    machine_dir = results / CPU_MACHINE
+    machine_dir.mkdir(parents=True)
+    info = {"machine": CPU_MACHINE, "gpu": "none", "driver": "none", "cuda": "none", "torch": "2.13.0+cpu"}
+    info.update(toolchain="torch 2.13.0+cpu, triton 3.9.0, bitsandbytes 0.50.2", version=1)
+    (machine_dir / "machine.json").write_text(json.dumps(info))
+    source = next((history.STORE / MACHINES[0]).glob("*-existing-*.json"))
+    result = json.loads(source.read_text())
+    result["params"] = {"machine": CPU_MACHINE, "toolchain": info["toolchain"], "python": "3.11"}
+    (machine_dir / source.name.replace("py3.12", "py3.11")).write_text(json.dumps(result))
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -152,8 +171,23 @@ def test_a_tracked_benchmark_plots_one_point_per_committed_commit(browser, site_
     )
     assert len(series) >= 6, series  # a line per shape (asv shows the first dtype until another is picked)
     assert series == [commits] * len(series), f"points per line {series}, committed commits {commits}"
+    # Legends name what varies between the lines, the shape and the dtype, and opens on bfloat16.
+    labels = browser.execute_script("return $('#main-graph').data('plot').getData().map(s => s.label)")
+    assert all(re.fullmatch(r"dtype-bfloat16; shape-\d+x\d+", label) for label in labels), labels
     assert not errors(browser)
     screenshot(browser, f"site-graph-{machine}.png", tmp_path)
+
+
+def test_a_cpu_machines_result_stays_off_the_site(site_url):
+    """Its interpreter times are no figure of the kernel, and its description (no GPU, no driver)
+    would fill the selectors with "none" and every legend with the machine's versions."""
+    import urllib.request
+
+    with urllib.request.urlopen(f"{site_url}/index.json", timeout=30) as answer:
+        index = json.loads(answer.read())
+    assert CPU_MACHINE not in index["machines"] and CPU_MACHINE not in index["params"]["machine"]
+    assert all("none" not in values for values in index["params"].values()), index["params"]
+    assert set(index["params"]) == {"machine", "toolchain", "python", "branch"}
 
 
 def test_the_regressions_tab_of_the_committed_history_lists_no_noise(site_url):
