@@ -3,6 +3,8 @@
 Eager calls go through the launch cache. Under ``torch.compile`` the kernel is a custom op
 (``torch.ops.nf4kernel.dequantize_4bit``): Dynamo traces the state reading and checks, then records
 one opaque op that launches exactly as eager does (fp fusion off), so no graph break and no FMA.
+``torch.jit.trace`` records the same op (the eager path's launch would leave an empty tensor in the
+trace).
 What tracing can't see of an ``out=`` buffer (its memory: overlap with the inputs, an inference
 tensor) is checked by the op when it runs, before it writes.
 
@@ -26,6 +28,7 @@ from . import launch_cache
 from .quant_state import Layout, Tensors4bit, check_out, check_out_memory, read, unwrap
 
 _is_compiling = torch.compiler.is_compiling
+_is_tracing = torch._C._is_tracing  # torch.jit.trace
 
 
 def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -37,14 +40,21 @@ def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch
     bitsandbytes decides). ``out=`` writes into a contiguous buffer of that shape, dtype and device
     that shares no memory with ``W`` or its state (torch's ``out=`` rules; see the module docstring).
     """
-    if _is_compiling():
+    if _is_compiling() or _is_tracing():
         packed, state = unwrap(W, quant_state)
         return _traced(packed, state, out)
     return launch_cache.dequantize(W, quant_state, out)
 
 
-def fast_dequantize(W, quant_state=None, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Unsloth's signature, ``out`` positional too: ``fast_dequantize(W, quant_state, out)``."""
+def fast_dequantize(W, quant_state=None, out: torch.Tensor | None = None, use_global_buffer: bool = False):
+    """Unsloth's ``fast_dequantize(W, quant_state, out, use_global_buffer)``, as Unsloth's callers use it.
+
+    Without a quant state it returns ``W`` itself, as Unsloth does for a layer that is not 4-bit (its
+    LoRA code calls it on every base weight). ``use_global_buffer`` is accepted and changes nothing:
+    Unsloth reuses one buffer across calls to save allocations; each call here returns its own tensor
+    (what a reused buffer may be used for, a fresh one may too)."""
+    if quant_state is None:
+        return W
     return dequantize(W, quant_state, out=out)
 
 

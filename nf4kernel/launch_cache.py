@@ -27,10 +27,11 @@ Threads: calls from several threads at once are safe and give each its own exact
 CPU interpreter keeps global state (it patches ``triton.language`` and holds the grid in a
 module-level builder for the length of a launch), so interpreted launches, and every launch that
 goes through Triton's JIT (which may compile, reading ``triton.language``), hold one lock,
-``kernel.TRITON_LOCK``. A planned GPU launch takes no lock: it reads the calling thread's current
-device and stream (both per thread in torch) and calls the driver, which is thread-safe. The plan
-table is a dict whose reads and writes are atomic; two threads planning one weight at once both
-make a valid plan and one of them is kept.
+``kernel.TRITON_LOCK``. A user's own interpreted Triton kernel running at the same time in another
+thread reaches the same global state: it must hold that lock too (README, "threads"). A planned GPU
+launch takes no lock: it reads the calling thread's current device and stream (both per thread in
+torch) and calls the driver, which is thread-safe. The plan table is a dict whose reads and writes
+are atomic; two threads planning one weight at once both make a valid plan and one of them is kept.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from __future__ import annotations
 import functools
 import weakref
 from functools import partial
-from operator import itemgetter
 
 import torch
 import triton
@@ -50,6 +50,7 @@ from .quant_state import (
     check_out,
     check_out_memory,
     extents,
+    in_memory,
     integer,
     module_weight,
     overlaps,
@@ -82,38 +83,34 @@ _C_LAUNCH_LAYOUT = triton.__version__.startswith("3.6.")
 
 
 def key_of(packed: torch.Tensor, state) -> tuple:
-    """Everything the checks accepted that a later call could have changed, cheap to read. The
-    kernel's pointers come first, where the direct launch picks them (``POINTERS``).
+    """Everything the checks accepted that a later call could have changed, cheap to read: for the
+    weight and each state tensor its data pointer, dtype, element count (the weight: shape),
+    contiguity and negative bit (a view at the same address with another dtype, length, layout or
+    sign must not pass), and the state's shape and blocksizes as ints (``_shape_key``, ``_int``),
+    dtype and quant type. The codebook is not the state's (``quant_state.codebook``): the quant type
+    decides it. No tensor's device needs a read: CUDA's unified addressing gives the host and every
+    device distinct addresses, so a pointer says where its tensor is.
 
-    Beyond the pointers: each state tensor's dtype, element count and contiguity (a view at the same
-    address with another dtype, length or layout must not pass), the packed weight's dtype, shape
-    and contiguity, and the state's shape as ints (``_shape_key``), dtype, blocksizes and quant
-    type. No tensor's device needs a read: CUDA's unified addressing gives the host and every device
-    distinct addresses, so a pointer says where its tensor is.
-
-    Cost: each read is one call into torch's C++, 50-100 ns; the checks added for issue 9 are 12 of
-    them (nested) and one type check of the shape, about +0.9 us on a slow CPU host (1.1 -> 2.1 us;
-    ``scripts/host_breakdown.py`` times ``key_of`` on a GPU machine)."""
+    Cost: each read is one call into torch's C++, 50-100 ns. Where torch has dynamo's tensor check,
+    a planned call reads this only when its quick key differs (``unchanged``)."""
     # Params4bit overrides __torch_function__, which makes each of these reads cost a microsecond
     # or two; they are plain reads of the tensor, so skip the override.
     with _plain_tensors():
-        absmax, code = state.absmax, state.code
+        absmax = state.absmax
         key = (
             packed.data_ptr(),
             absmax.data_ptr(),
-            code.data_ptr(),
             packed.dtype,
             packed.shape,
             packed.is_contiguous(),
+            packed.is_neg(),
             absmax.dtype,
             absmax.numel(),
             absmax.is_contiguous(),
-            code.dtype,
-            code.numel(),
-            code.is_contiguous(),
+            absmax.is_neg(),
             _shape_key(state.shape),
             state.dtype,
-            state.blocksize,
+            _int(state.blocksize),
             state.quant_type,
         )
         if state.nested:
@@ -126,28 +123,23 @@ def key_of(packed: torch.Tensor, state) -> tuple:
                 code2.dtype,
                 code2.numel(),
                 code2.is_contiguous(),
+                code2.is_neg(),
                 absmax2.dtype,
                 absmax2.numel(),
                 absmax2.is_contiguous(),
+                absmax2.is_neg(),
                 offset.dtype,
                 offset.numel(),  # one element is always contiguous
-                state2.blocksize,
+                offset.is_neg(),
+                _int(state2.blocksize),
+                getattr(state2, "dtype", torch.float32),
             )
     return key
 
 
-_FLAT_KEY_LENGTH = 16  # the nested part of a key starts here
-# Where the kernel's six pointers are in a key, in its argument order (packed, absmax, code, code2,
-# absmax2, offset); a flat state passes absmax for the last three (never read).
-POINTERS = {
-    False: itemgetter(0, 1, 2, 1, 1, 1),
-    True: itemgetter(0, 1, 2, _FLAT_KEY_LENGTH, _FLAT_KEY_LENGTH + 1, _FLAT_KEY_LENGTH + 2),
-}
-
-
 def tensor_guard(packed: torch.Tensor, state):
     """``check(*tensors)``: True while the weight and the state's tensors (in the kernel's order: the
-    weight, absmax, code, then code2, absmax2, offset where nested) each keep the Python type,
+    weight, absmax, then code2, absmax2, offset where nested) each keep the Python type,
     dtype, device, sizes, strides and requires_grad they have now, and their dispatch keys under
     the calling thread's modes (inference mode and autocast change those, see ``unchanged``). That
     is at least what ``key_of`` reads of each tensor besides its pointer, in one call into C++
@@ -156,7 +148,7 @@ def tensor_guard(packed: torch.Tensor, state):
     if _TensorGuards is None:
         return None
     try:
-        tensors = (packed, state.absmax, state.code)
+        tensors = (packed, state.absmax)
         if state.nested:
             tensors += (state.state2.code, state.state2.absmax, state.offset)
         check = _TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
@@ -165,42 +157,41 @@ def tensor_guard(packed: torch.Tensor, state):
         return None
 
 
-def quick_key(packed: torch.Tensor, state, check) -> tuple | None:
-    """With ``check`` (``tensor_guard``) passing: the tensors' pointers and the state's fields that
-    ``key_of`` holds; None where the check fails. Equal quick keys (with the check passing) mean
-    equal keys: the check covers each tensor's dtype, element count and contiguity (its sizes and
-    strides) and the weight's shape; the rest is read as ``key_of`` reads it."""
+def quick_key(packed: torch.Tensor, state, check, pointers: tuple) -> tuple | None:
+    """With ``check`` (``tensor_guard``) passing: the state's fields that ``key_of`` holds; None where
+    a pointer differs from ``pointers`` (the plan's) or the check fails. Equal quick keys (with the
+    check passing and the pointers the plan's) mean equal keys: the check covers each tensor's
+    dtype, element count, contiguity and negative bit (its sizes, strides and dispatch keys) and the
+    weight's shape; the rest is read as ``key_of`` reads it.
+
+    The pointers are compared first: the C++ check aborts the whole process on a nested tensor
+    (torch raises where nothing can catch it), and a tensor at the plan's address is the planned one
+    or a view of its memory, never a nested tensor made since."""
     with _plain_tensors():
-        absmax, code = state.absmax, state.code
+        absmax = state.absmax
         if state.nested:
             state2, offset = state.state2, state.offset
             code2, absmax2 = state2.code, state2.absmax
-            if not check(packed, absmax, code, code2, absmax2, offset):
-                return None
-            return (
+            here = (
                 packed.data_ptr(),
                 absmax.data_ptr(),
-                code.data_ptr(),
                 code2.data_ptr(),
                 absmax2.data_ptr(),
                 offset.data_ptr(),
+            )
+            if here != pointers or not check(packed, absmax, code2, absmax2, offset):
+                return None
+            return (
                 _shape_key(state.shape),
                 state.dtype,
-                state.blocksize,
+                _int(state.blocksize),
                 state.quant_type,
-                state2.blocksize,
+                _int(state2.blocksize),
+                getattr(state2, "dtype", torch.float32),
             )
-        if not check(packed, absmax, code):
+        if (packed.data_ptr(), absmax.data_ptr()) != pointers or not check(packed, absmax):
             return None
-        return (
-            packed.data_ptr(),
-            absmax.data_ptr(),
-            code.data_ptr(),
-            _shape_key(state.shape),
-            state.dtype,
-            state.blocksize,
-            state.quant_type,
-        )
+        return (_shape_key(state.shape), state.dtype, _int(state.blocksize), state.quant_type)
 
 
 def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
@@ -211,13 +202,19 @@ def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
     stride: where the whole key still matches, the check is made again for what the tensors are
     now, so the next such call is quick again. Raises what reading the state raises."""
     check = plan.check
-    if check is not None and quick_key(packed, state, check) == plan.quick:
+    if check is not None and quick_key(packed, state, check, plan.pointers) == plan.quick:
         return True
     if key_of(packed, state) != plan.key:
         return False
     if check is not None:
         plan.check = tensor_guard(packed, state)  # None where refused now: whole keys from then on
     return True
+
+
+def _int(value):
+    # A blocksize: an int as it is (one type check); anything else (a numpy or a 0-d torch integer,
+    # which can change in place after a plan) read as an int each call. None: not an integer.
+    return value if type(value) is int else integer(value)
 
 
 def _shape_key(shape):
@@ -327,10 +324,23 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
     return (None if interpreted else compiled), grid, constexprs
 
 
-def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict, key: tuple):
+def state_pointers(tensors: Tensors4bit) -> tuple[int, ...]:
+    """The data pointers of the caller's tensors a plan reads: the weight and absmax, and where nested
+    code2, absmax2 and the offset (a planned call compares them first: ``quick_key``)."""
+    return tuple(t.data_ptr() for t in tensors if t is not None and t is not tensors.code)
+
+
+def kernel_pointers(tensors: Tensors4bit) -> tuple[int, ...]:
+    """The kernel's six pointer arguments, in its order; a flat state passes absmax for the last three
+    (never read), as ``kernel_arguments`` does."""
+    fill = tensors.absmax.data_ptr()
+    return tuple(fill if t is None else t.data_ptr() for t in tensors)
+
+
+def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict, pointers: tuple):
     """``launch(stream, out_pointer)``: the compiled kernel launched past Triton's argument binding,
-    with the pointers of ``key`` (a later call's key equals it, or the plan isn't used); None where
-    this Triton's launcher can't be called directly.
+    with the six ``pointers`` (``kernel_pointers``: a later call's tensors are at them, or the plan
+    isn't used); None where this Triton's launcher can't be called directly.
 
     Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
     integers, which it passes through unchecked (a tensor would cost a driver query each). All but
@@ -339,7 +349,6 @@ def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict, key: 
     if compiled is None or not _direct_launch:
         return None
     run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-    pointers = POINTERS[layout.nested](key)
     tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
     c_launch = getattr(run, "launch", None)
     if (
@@ -381,14 +390,18 @@ class Plan:
         "key",
         "layout",
         "out_bytes",
+        "pointers",
         "quick",
         "starts",
         "state_ref",
         "transposed",
     )
 
-    def __init__(self, state_ref, key, layout: Layout, device: torch.device, fast, reads, check=None, quick=None):
+    def __init__(
+        self, state_ref, key, layout: Layout, device: torch.device, fast, reads, pointers, check=None, quick=None
+    ):
         self.key = key
+        self.pointers = pointers  # the caller's tensors' addresses (``state_pointers``), compared first
         # The quick key and the tensor check it passed with (``unchanged``); None: whole keys only.
         self.check = check if quick is not None else None
         self.quick = quick
@@ -425,6 +438,8 @@ class Plan:
         if out.requires_grad and torch.is_grad_enabled():  # second read only when it requires grad
             return 0
         if out.is_inference() and not torch.is_inference_mode_enabled():
+            return 0
+        if out.is_neg():  # the kernel writes memory; torch's out= ops write a negative view's values
             return 0
         pointer = out.data_ptr()
         if pointer % 16 or overlaps(pointer, pointer + self.out_bytes, self.starts, self.ends):
@@ -500,7 +515,10 @@ def dequantize(W, quant_state, out):
                 out = plan.allocate_here() if direct else plan.allocate()
                 pointer = out.data_ptr()
             else:
-                pointer = plan.accepts(out)
+                try:
+                    pointer = plan.accepts(out)
+                except AttributeError:  # not a tensor: the checked path says so
+                    pointer = 0
                 if not pointer:
                     return _checked(packed, state, out)
                 bump_version(out)
@@ -522,21 +540,50 @@ def _checked(packed: torch.Tensor, state, out):
     anything is written."""
     tensors, layout = read(packed, state)
     device = packed.device
+    if out is not None:
+        check_out(out, layout, device)
+    if not all(in_memory(t) for t in tensors if t is not None):
+        # A wrapper subclass, vmap's batched tensors: torch's own ops compute it, exactly.
+        return _by_torch(tensors, layout, out)
     if out is None:
         out = torch.empty(layout.shape, dtype=layout.dtype, device=device)
     else:
-        check_out(out, layout, device)
         check_out_memory(out, tensors)
         bump_version(out)
+        if out.is_neg():  # write the values, as torch's out= ops do, through a buffer of our own
+            buffer = torch.empty_like(out, memory_format=torch.contiguous_format).resolve_neg()
+            _launch_or_empty(tensors, layout, buffer)
+            with torch.no_grad():
+                out.copy_(buffer)
+            return out.t() if layout.transposed else out
     if layout.n_elements == 0:
         return out.t() if layout.transposed else out
-    key = key_of(packed, state)
-    state_ref = _weak_ref(state)
     compiled, grid, constexprs = launch(tensors, layout, out)
+    state_ref = _weak_ref(state) if layout.plannable else None
     # A plan's launches assume the alignment this one was compiled for.
     if state_ref is not None and out.data_ptr() % 16 == 0:
-        fast = direct_launcher(compiled, grid[0], layout, constexprs, key)
+        key = key_of(packed, state)
+        fast = direct_launcher(compiled, grid[0], layout, constexprs, kernel_pointers(tensors))
         check = tensor_guard(packed, state)
-        quick = None if check is None else quick_key(packed, state, check)
-        _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors), check, quick)
+        pointers = state_pointers(tensors)
+        quick = None if check is None else quick_key(packed, state, check, pointers)
+        _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors), pointers, check, quick)
+    return out.t() if layout.transposed else out
+
+
+def _launch_or_empty(tensors: Tensors4bit, layout: Layout, out: torch.Tensor) -> None:
+    if layout.n_elements:
+        launch(tensors, layout, out)
+
+
+def _by_torch(tensors: Tensors4bit, layout: Layout, out):
+    """The result through torch's ops (``reference.compute``), into ``out`` where given."""
+    from .reference import compute
+
+    result = compute(tensors, layout)
+    if out is None:
+        return result.t() if layout.transposed else result
+    bump_version(out)
+    with torch.no_grad():
+        out.copy_(result)
     return out.t() if layout.transposed else out

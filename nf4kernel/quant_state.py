@@ -6,6 +6,19 @@ written; nothing passed in is modified. This is the slow path: the launch cache
 
 Decisions a user can see:
 
+* **The codebook comes from ``quant_type``**, as bitsandbytes decodes a 4-bit weight: its NF4 or FP4
+  table (``CODEBOOKS``), never ``quant_state.code``, which bitsandbytes 0.50 does not read either. A
+  state whose ``code`` disagrees with its ``quant_type``, or has none, decodes as bitsandbytes does.
+* **A nested state is decoded with bitsandbytes' arithmetic**: ``code2[i] * absmax2[group]`` in fp32,
+  cast to ``state2.dtype``, ``+ offset`` as torch adds it, then fp32. The kernel does this itself for
+  bitsandbytes' own states (``state2.dtype`` float32, a float32 one-element ``offset``); any other
+  (an fp16 ``state2.dtype``, a Python float or float64 ``offset``, as ``QuantState.from_dict`` makes
+  under ``torch.set_default_dtype(torch.float64)``) has its absmax computed by torch first, exactly
+  as bitsandbytes does, and gets no plan.
+* **Tensors are read for their values.** A view with torch's negative bit (``z.conj().imag``) is read
+  through a resolved copy, as torch's ops would read it. A tensor that is not in memory of its own
+  (a ``__torch_dispatch__`` wrapper subclass, ``torch.vmap``'s batched tensors) is computed by torch's
+  ops (``reference.py``), exactly, more slowly. A nested or sparse tensor is refused by name.
 * **A packed ``W`` whose first dimension is 1** is the transposed packing, whatever its number of
   dimensions, as ``bitsandbytes.functional.dequantize_4bit`` decides (``A.shape[0] == 1``): the
   result comes back transposed (``.t()``), so ``quant_state.shape`` must then have at most 2
@@ -25,12 +38,15 @@ Decisions a user can see:
 from __future__ import annotations
 
 import bisect
+import functools
 import math
+import numbers
 import operator
 from typing import NamedTuple
 
 import torch
 
+_is_compiling = torch.compiler.is_compiling
 OUTPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 QUANT_TYPES = ("nf4", "fp4")
 BLOCKSIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)  # what bitsandbytes accepts for 4-bit
@@ -50,12 +66,36 @@ PACKED_DTYPES = (
 )
 
 
+# The 4-bit codebooks, fp32, as bitsandbytes' get_4bit_type makes them (FP4's is its table over 12).
+CODEBOOKS = {
+    "nf4": (
+        -1.0, -0.6961928009986877, -0.5250730514526367, -0.39491748809814453,
+        -0.28444138169288635, -0.18477343022823334, -0.09105003625154495, 0.0,
+        0.07958029955625534, 0.16093020141124725, 0.24611230194568634, 0.33791524171829224,
+        0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0,
+    ),
+    "fp4": (
+        0.0, 0.0052083334885537624, 0.6666666865348816, 1.0,
+        0.3333333432674408, 0.5, 0.1666666716337204, 0.25,
+        0.0, -0.0052083334885537624, -0.6666666865348816, -1.0,
+        -0.3333333432674408, -0.5, -0.1666666716337204, -0.25,
+    ),
+}  # fmt: skip
+
+
+@functools.cache
+def codebook(quant_type: str, device: torch.device) -> torch.Tensor:
+    """``quant_type``'s codebook on ``device``: made once per device and kept (64 bytes), so a plan's
+    launch can read it by its pointer."""
+    return torch.tensor(CODEBOOKS[quant_type], dtype=torch.float32, device=device)
+
+
 class Tensors4bit(NamedTuple):
     """The tensors the kernel reads, in its argument order."""
 
     packed: torch.Tensor  # packed codes, any storage dtype
     absmax: torch.Tensor  # fp32, or uint8 when nested
-    code: torch.Tensor  # fp32 [16]
+    code: torch.Tensor  # fp32 [16]: the quant type's codebook (``codebook``), not the state's
     code2: torch.Tensor | None  # fp32 [256], nested only
     absmax2: torch.Tensor | None  # fp32, nested only
     offset: torch.Tensor | None  # fp32, one element, nested only
@@ -65,7 +105,7 @@ class Tensors4bit(NamedTuple):
 TENSOR_NAMES = (
     "W",
     "quant_state.absmax",
-    "quant_state.code",
+    "nf4kernel's codebook",
     "quant_state.state2.code",
     "quant_state.state2.absmax",
     "quant_state.offset",
@@ -83,6 +123,9 @@ class Layout(NamedTuple):
     n_elements: int
     n_blocks: int
     transposed: bool  # packed given as [1, n/2]: the result comes back transposed, as bitsandbytes does
+    # The kernel reads the caller's own tensors, so a plan may launch it again on their pointers. False
+    # where ``read`` made any of them (an absmax computed by torch, a resolved negative view).
+    plannable: bool = True
 
     @property
     def nested(self) -> bool:
@@ -90,11 +133,13 @@ class Layout(NamedTuple):
 
 
 def tensors_of(packed: torch.Tensor, state) -> Tensors4bit:
-    """The kernel's tensors, unchecked: only for a state that ``read`` has already accepted."""
+    """The kernel's tensors, unchecked: only for a state that ``read`` has already accepted and found
+    plannable (its own tensors are what the kernel reads)."""
+    code = codebook(state.quant_type, packed.device)
     if state.nested:
         state2 = state.state2
-        return Tensors4bit(packed, state.absmax, state.code, state2.code, state2.absmax, state.offset)
-    return Tensors4bit(packed, state.absmax, state.code, None, None, None)
+        return Tensors4bit(packed, state.absmax, code, state2.code, state2.absmax, state.offset)
+    return Tensors4bit(packed, state.absmax, code, None, None, None)
 
 
 def unwrap(W, quant_state=None):
@@ -139,9 +184,30 @@ def module_weight(module):
     return getattr(module, "weight", None)
 
 
+def _plain(name: str, value: torch.Tensor) -> None:
+    """A nested or sparse tensor is refused by name: it has no flat memory the kernel could read, and
+    bitsandbytes' own ops refuse it too."""
+    if value.is_nested:
+        raise TypeError(f"nf4kernel: {name} is a nested tensor; pass a plain (strided) tensor")
+    if value.layout != torch.strided:
+        raise TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
+
+
+def in_memory(tensor: torch.Tensor) -> bool:
+    """Whether the tensor has memory of its own the kernel can read: False for a ``__torch_dispatch__``
+    wrapper subclass and for ``torch.vmap``'s batched tensors (torch's ops compute those), whose
+    storage torch refuses to give (a wrapper's ``data_ptr()`` is 0, not an error)."""
+    try:
+        tensor.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
 def _tensor(state, name, value, dtype, numel, device) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"nf4kernel: quant_state.{name} must be a tensor, got {type(value).__name__}")
+    _plain(f"quant_state.{name}", value)
     if value.dtype != dtype:
         raise ValueError(f"nf4kernel: quant_state.{name} must be {dtype}, got {value.dtype}")
     if value.numel() != numel:
@@ -151,7 +217,9 @@ def _tensor(state, name, value, dtype, numel, device) -> torch.Tensor:
         )
     if value.device != device:
         raise ValueError(f"nf4kernel: quant_state.{name} is on {value.device} but W is on {device}")
-    if not value.is_contiguous():
+    # A negative view is read through a resolved copy (``read``), contiguous whatever the view is, as
+    # torch's dispatcher resolves it for bitsandbytes' own ops.
+    if not value.is_contiguous() and (_is_compiling() or not value.is_neg()):
         raise ValueError(f"nf4kernel: quant_state.{name} must be contiguous")
     return value
 
@@ -186,6 +254,44 @@ def read_shape(shape) -> torch.Size:
     return torch.Size(dims)
 
 
+def _offset(state, device):
+    """The nested state's offset: a real number, or a one-element real tensor on W's device (a 0-d
+    one may be on the CPU, as torch allows for a scalar). bitsandbytes adds it with torch's ``+=``."""
+    offset = getattr(state, "offset", None)
+    if isinstance(offset, torch.Tensor):
+        _plain("quant_state.offset", offset)
+        if offset.dtype.is_complex or offset.dtype == torch.bool or offset.numel() != 1:
+            raise ValueError(
+                f"nf4kernel: quant_state.offset must be one real number, got a {offset.dtype} tensor of "
+                f"{offset.numel()} values"
+            )
+        if offset.device != device and not (offset.dim() == 0 and offset.device.type == "cpu"):
+            raise ValueError(f"nf4kernel: quant_state.offset is on {offset.device} but W is on {device}")
+        return offset
+    if isinstance(offset, numbers.Real) and not isinstance(offset, bool):
+        return offset
+    raise TypeError(
+        f"nf4kernel: quant_state.offset must be a number or a one-element tensor, got {type(offset).__name__}"
+    )
+
+
+def _kernel_offset(offset, device) -> bool:
+    """Whether the kernel adds this offset itself: bitsandbytes' own, a float32 one-element tensor on
+    W's device (one with the negative bit is read through a resolved copy, as any input)."""
+    return isinstance(offset, torch.Tensor) and offset.dtype == torch.float32 and offset.device == device
+
+
+def nested_absmax(state, n_blocks: int, device) -> torch.Tensor:
+    """The fp32 absmax of a nested state, computed by torch's ops as bitsandbytes computes it:
+    ``dequantize_blockwise`` (``code2[i] * absmax2[group]`` in fp32, cast to ``state2.dtype``), then
+    ``+= offset`` (torch's promotion rules decide the arithmetic), then ``.float()``."""
+    state2 = state.state2
+    group = torch.arange(n_blocks, device=device) // state2.blocksize
+    absmax = (state2.code[state.absmax.long()] * state2.absmax[group]).to(getattr(state2, "dtype", torch.float32))
+    absmax += state.offset
+    return absmax.float()
+
+
 def _state2(state):
     """The second-level state of a nested (double-quantized) state, checked for its fields."""
     state2 = getattr(state, "state2", None)
@@ -203,7 +309,7 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
         raise TypeError(
             "nf4kernel: the legacy list form of quant_state is not supported; pass a bitsandbytes QuantState"
         )
-    for field in ("absmax", "shape", "dtype", "blocksize", "code", "quant_type", "nested"):
+    for field in ("absmax", "shape", "dtype", "blocksize", "quant_type", "nested"):
         if not hasattr(state, field):
             raise TypeError(f"nf4kernel: quant_state has no '{field}': expected a bitsandbytes QuantState")
     if state.quant_type not in QUANT_TYPES:
@@ -218,6 +324,7 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
     if device.type not in ("cuda", "cpu"):
         raise ValueError(f"nf4kernel: W is on {device}; CUDA devices and the CPU are supported")
 
+    _plain("W", packed)
     if packed.dtype not in PACKED_DTYPES:
         names = ", ".join(str(d).removeprefix("torch.") for d in PACKED_DTYPES)
         raise TypeError(f"nf4kernel: the packed weight's dtype is {packed.dtype}; it must be one of {names}")
@@ -230,16 +337,22 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
             f"{(n_elements + 1) // 2}"
         )
 
-    code = _tensor(state, "code", state.code, torch.float32, 16, device)
+    code = codebook(state.quant_type, device)  # by quant_type, as bitsandbytes decodes
     code2 = absmax2 = offset = None
     blocksize2 = 0
+    plannable = True
     if state.nested:
         state2 = _state2(state)
         blocksize2 = _blocksize("quant_state.state2.blocksize", state2.blocksize, BLOCKSIZES)
         absmax = _tensor(state, "absmax", state.absmax, torch.uint8, n_blocks, device)
         code2 = _tensor(state, "state2.code", state2.code, torch.float32, 256, device)
         absmax2 = _tensor(state, "state2.absmax", state2.absmax, torch.float32, -(-n_blocks // blocksize2), device)
-        offset = _tensor(state, "offset", getattr(state, "offset", None), torch.float32, 1, device)
+        offset = _offset(state, device)
+        if getattr(state2, "dtype", torch.float32) != torch.float32 or not _kernel_offset(offset, device):
+            # Arithmetic the kernel does not do (module docstring): torch computes the absmax as
+            # bitsandbytes does, and the kernel reads it as a plain one.
+            absmax, code2, absmax2, offset, blocksize2 = nested_absmax(state, n_blocks, device), None, None, None, 0
+            plannable = False
     else:
         absmax = _tensor(state, "absmax", state.absmax, torch.float32, n_blocks, device)
 
@@ -253,7 +366,12 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
         )
 
     tensors = Tensors4bit(packed, absmax, code, code2, absmax2, offset)
-    layout = Layout(shape, state.dtype, blocksize, blocksize2, n_elements, n_blocks, transposed)
+    # A negative view: the kernel reads memory, so it reads the values through resolved copies. (Under
+    # torch.compile, torch's dispatcher resolves them before the custom op's kernel runs.)
+    if plannable and not _is_compiling() and any(t is not None and t.is_neg() for t in tensors):
+        tensors = Tensors4bit(*(t if t is None or not t.is_neg() else t.resolve_neg().contiguous() for t in tensors))
+        plannable = False
+    layout = Layout(shape, state.dtype, blocksize, blocksize2, n_elements, n_blocks, transposed, plannable)
     return tensors, layout
 
 

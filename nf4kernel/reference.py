@@ -1,4 +1,6 @@
-"""A readable pure-torch NF4/FP4 dequantization, for reading beside the kernel and for the tests.
+"""A readable pure-torch NF4/FP4 dequantization, for reading beside the kernel, for the tests, and for
+the inputs the kernel can't read from memory (a ``__torch_dispatch__`` wrapper subclass,
+``torch.vmap``'s batched tensors: torch's ops see their values).
 
 It spells out the arithmetic that ``kernel.py`` does and that bitsandbytes does, with the same fp32
 roundings in the same order; torch's casts round to nearest even. It is not the fast path.
@@ -8,13 +10,17 @@ from __future__ import annotations
 
 import torch
 
-from .quant_state import read
+from .quant_state import Layout, Tensors4bit, read
 
 
 def dequantize_reference(packed: torch.Tensor, quant_state) -> torch.Tensor:
     """``quant_state.shape``-shaped ``quant_state.dtype`` tensor: what bitsandbytes' dequantize_4bit returns
     (before its transpose of a ``[1, n/2]`` packed weight)."""
-    t, layout = read(packed, quant_state)
+    return compute(*read(packed, quant_state))
+
+
+def compute(t: Tensors4bit, layout: Layout) -> torch.Tensor:
+    """The dequantized weight from what ``quant_state.read`` accepted, by torch's ops alone."""
     absmax = t.absmax
     if layout.nested:
         # Second level: uint8 index into code2, times the absmax2 of its group; rounded, then + offset.

@@ -89,10 +89,10 @@ def bnb_dequantize(packed, state):
     dequantize_blockwise = getattr(ops._dequantize_blockwise_compute, "__wrapped__", ops._dequantize_blockwise_compute)
     dequantize_4bit = getattr(ops._dequantize_4bit_compute, "__wrapped__", ops._dequantize_4bit_compute)
     absmax = state.absmax
-    if state.nested:
+    if state.nested:  # as dequantize_4bit does it, with dequantize_blockwise's arithmetic
         inner = state.state2
-        absmax = dequantize_blockwise(absmax, inner.absmax, inner.code, inner.blocksize, torch.float32)
-        absmax = absmax + state.offset
+        absmax = dequantize_blockwise(absmax, inner.absmax, inner.code, inner.blocksize, inner.dtype)
+        absmax += state.offset
     codes = packed.reshape(-1).view(torch.uint8)
     code = F.get_4bit_type(state.quant_type, device=packed.device)  # by quant_type, as bitsandbytes does
     out = dequantize_4bit(codes, absmax.float(), code, state.blocksize, state.shape, state.dtype)
@@ -135,7 +135,8 @@ def snapshot(*objs) -> list:
 
 
 def _bytes(tensor):
-    return tensor.reshape(-1).view(torch.uint8)  # float storage may hold NaN patterns: compare bits
+    # Float storage may hold NaN patterns: compare bits, of the values (a negative view's too).
+    return tensor.resolve_neg().reshape(-1).clone(memory_format=torch.contiguous_format).view(torch.uint8)
 
 
 def assert_unmodified(snap) -> None:

@@ -142,12 +142,6 @@ BAD_INPUTS = [
         "quant_state.absmax must be torch.float32",
     ),
     (
-        "codebook of the wrong size",
-        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], code=w[1].code[:8].clone()))),
-        ValueError,
-        "quant_state.code has 8 values",
-    ),
-    (
         "nested absmax2 count does not match",
         lambda d: (
             (w := _weight(d)),
@@ -157,10 +151,22 @@ BAD_INPUTS = [
         "state2.absmax has 3 values",
     ),
     (
-        "nested offset is not a tensor",
-        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], offset=0.5))),
+        "nested offset is a string",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], offset="0.5"))),
         TypeError,
-        "quant_state.offset must be a tensor",
+        "quant_state.offset must be a number or a one-element tensor, got str",
+    ),
+    (
+        "nested offset of several values",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], offset=torch.zeros(2, device=d)))),
+        ValueError,
+        "quant_state.offset must be one real number, got a torch.float32 tensor of 2 values",
+    ),
+    (
+        "nested offset that is a bool",
+        lambda d: ((w := _weight(d)), _call(w[0], _replace(w[1], offset=True))),
+        TypeError,
+        "quant_state.offset must be a number",
     ),
     (
         "non-contiguous packed data",
@@ -202,7 +208,7 @@ BAD_INPUTS = [
         "nested state with no offset attribute",
         lambda d: ((w := _weight(d)), _call(w[0], _without(w[1], "offset"))),
         TypeError,
-        "quant_state.offset must be a tensor, got NoneType",
+        "quant_state.offset must be a number or a one-element tensor, got NoneType",
     ),
     (
         "complex W",
@@ -291,12 +297,20 @@ def test_bad_input_raises_a_clear_error(device, builder, error, pattern):
 # Cases that need two devices: W and its state, or W and out, apart.
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU to put W and its state on different devices")
-@pytest.mark.parametrize("field", ["absmax", "code", "offset"])
+@pytest.mark.parametrize("field", ["absmax", "offset"])
 def test_state_on_another_device_than_w(field):
     packed, state = make_weight((32, 64), device="cuda")
-    setattr(state, field, getattr(state, field).cpu())
+    setattr(state, field, getattr(state, field).reshape(-1).cpu())
     with pytest.raises(ValueError, match=f"quant_state.{field} is on cpu but W is on cuda"):
         nf4kernel.dequantize(packed, state)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU to put the offset on the CPU")
+def test_a_zero_dimensional_offset_on_the_cpu_is_a_scalar_as_for_torch():
+    packed, state = make_weight((32, 64), device="cuda")
+    state.offset = state.offset.reshape(()).cpu()  # bitsandbytes' `absmax += offset` takes it too
+    assert torch.equal(nf4kernel.dequantize(packed, state), bnb_dequantize(packed, state))
 
 
 @pytest.mark.gpu
@@ -349,7 +363,7 @@ PLANNED = pytest.mark.parametrize("planned", [False, True], ids=["fresh", "plann
 
 
 @PLANNED
-@pytest.mark.parametrize("field", ["W", "absmax", "code", "offset", "state2.absmax", "state2.code"])
+@pytest.mark.parametrize("field", ["W", "absmax", "offset", "state2.absmax", "state2.code"])
 def test_out_overlapping_an_input_is_refused(device, field, planned):
     packed, state, out = _aliased(device, field)
     if planned:
