@@ -169,6 +169,9 @@ def quick_key(packed: torch.Tensor, state, check, pointers: tuple) -> tuple | No
     or a view of its memory, never a nested tensor made since."""
     with _plain_tensors():
         absmax = state.absmax
+        blocksize = state.blocksize
+        if type(blocksize) is not int:  # inline: a call costs as much as the read (``_int``)
+            blocksize = integer(blocksize)
         if state.nested:
             state2, offset = state.state2, state.offset
             code2, absmax2 = state2.code, state2.absmax
@@ -181,17 +184,14 @@ def quick_key(packed: torch.Tensor, state, check, pointers: tuple) -> tuple | No
             )
             if here != pointers or not check(packed, absmax, code2, absmax2, offset):
                 return None
-            return (
-                _shape_key(state.shape),
-                state.dtype,
-                _int(state.blocksize),
-                state.quant_type,
-                _int(state2.blocksize),
-                getattr(state2, "dtype", torch.float32),
-            )
+            blocksize2 = state2.blocksize
+            if type(blocksize2) is not int:
+                blocksize2 = integer(blocksize2)
+            # state2.dtype read plainly: a state2 without one fails here, and the whole key decides.
+            return (_shape_key(state.shape), state.dtype, blocksize, state.quant_type, blocksize2, state2.dtype)
         if (packed.data_ptr(), absmax.data_ptr()) != pointers or not check(packed, absmax):
             return None
-        return (_shape_key(state.shape), state.dtype, _int(state.blocksize), state.quant_type)
+        return (_shape_key(state.shape), state.dtype, blocksize, state.quant_type)
 
 
 def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
