@@ -64,7 +64,7 @@ def main() -> None:
     c_launch = run.launch
     fixed = (compiled.function, run.launch_cooperative_grid, run.launch_pdl, None, None, compiled.packed_metadata)
     hooks = (None, None, None)
-    pointers = launch_cache.POINTERS[layout.nested](key)
+    pointers = launch_cache.kernel_pointers(tensors)
     tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
     o = out.data_ptr()
     t("plan.launch(out) (hooks, device, stream, closure)", lambda: plan.launch(o))
@@ -182,9 +182,10 @@ def _quick_key(W, state, plan) -> None:
         return
     t("unchanged(W, state, plan)", lambda: launch_cache.unchanged(W, state, plan))
     if plan.check is not None:
-        t("quick_key(W, state, check)", lambda: launch_cache.quick_key(W, state, plan.check))
-        tensors = (W, state.absmax, state.code, state.state2.code, state.state2.absmax, state.offset)
-        t("the tensor check alone (6 tensors)", lambda: plan.check(*tensors))
+        # Since issue 18 the plan's pointers are compared first and the codebook is not checked.
+        t("quick_key(W, state, check, pointers)", lambda: launch_cache.quick_key(W, state, plan.check, plan.pointers))
+        tensors = (W, state.absmax, state.state2.code, state.state2.absmax, state.offset)
+        t("the tensor check alone (5 tensors)", lambda: plan.check(*tensors))
         t("quick_key == plan.quick", lambda: plan.quick == plan.quick)
 
 

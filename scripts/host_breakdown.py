@@ -24,8 +24,8 @@ key = launch_cache.key_of(W, state)
 out = torch.empty(state.shape, dtype=state.dtype, device="cuda")
 stream = torch._C._cuda_getCurrentRawStream(0)
 # The direct launch's arguments: (stream, out's pointer) since issue 10; (key, out's pointer, stream)
-# since issue 9; (key, out tensor, stream) before.
-takes_pointer = hasattr(launch_cache, "POINTERS")
+# since issue 9; (key, out tensor, stream) before. Issue 18 renamed POINTERS to kernel_pointers.
+takes_pointer = hasattr(launch_cache, "POINTERS") or hasattr(launch_cache, "kernel_pointers")
 out_arg = out.data_ptr() if takes_pointer else out
 try:
     plan.fast(stream, out_arg)
@@ -54,8 +54,12 @@ if hasattr(launch_cache, "unchanged"):
     print(f"  quick key: {plan.check is not None}")
     t("  unchanged (what a planned call checks)", lambda: launch_cache.unchanged(W, state, plan))
     if plan.check is not None:
-        t("    quick_key", lambda: launch_cache.quick_key(W, state, plan.check))
-        tensors = (W, state.absmax, state.code, state.state2.code, state.state2.absmax, state.offset)
+        if hasattr(plan, "pointers"):  # since issue 18: the pointers are compared before the check
+            t("    quick_key", lambda: launch_cache.quick_key(W, state, plan.check, plan.pointers))
+            tensors = (W, state.absmax, state.state2.code, state.state2.absmax, state.offset)
+        else:
+            t("    quick_key", lambda: launch_cache.quick_key(W, state, plan.check))
+            tensors = (W, state.absmax, state.code, state.state2.code, state.state2.absmax, state.offset)
         t("      the tensor check alone", lambda: plan.check(*tensors))
 t("  allocate (empty_strided)", plan.allocate)
 if hasattr(plan, "allocate_here"):
