@@ -82,3 +82,60 @@ def with_states(recorded: dict, throttled: dict | None = None) -> dict:
             {"state_before": STATE_IDLE, "state_after": after, "throttled": throttled.get(n, [])}
         )
     return copy
+
+
+# --- The committed H200 history as paired rounds (the regression check's rule) --------------------
+
+HISTORY = Path(__file__).resolve().parents[2] / "benchmarks" / "history" / "h200"
+# One kernel, twelve runs of it on one H200 in ten minutes: b543b026's full-suite run, then the
+# backfill's eleven commits (benchmarks/results/asv-h200/README.md: "those commits share one
+# kernel"). Later runs in the history measured other kernels (issue 10's tiles), or ran hours later.
+SAME_KERNEL = (
+    "b543b026",
+    "45c61302",
+    "c0dfe696",
+    "6929daed",
+    "aede6ee3",
+    "b602cc6f",
+    "02b671ae",
+    "133245c7",
+    "b7551f82",
+    "4c475ecc",
+    "25e4f9c9",
+    "5ecd6903",
+)
+KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
+
+
+def history_run(commit: str) -> dict:
+    """One run's kernel times from the committed history: ``{"14336x4096 bfloat16": seconds, ...}``."""
+    import itertools
+
+    data = json.loads(next(HISTORY.glob(f"{commit}-*.json")).read_text())
+    values, params = data["results"][KERNEL_TIME][:2]
+    names = [[p.strip("'") for p in ps] for ps in params]
+    return {f"{shape} {dtype}": v for (shape, dtype), v in zip(itertools.product(*names), values, strict=True)}
+
+
+def packed_bytes(key: str) -> int:
+    out_features, in_features = (int(n) for n in key.split()[0].split("x"))
+    return out_features * in_features // 2
+
+
+def paired_record(runs, slower=None) -> dict:
+    """The runs, in order, as paired rounds (two runs a round, their roles alternating as the check
+    alternates them): each run's median per result, one sample each. ``slower`` maps a result to the
+    factor HEAD's samples get (a planted change of known size)."""
+    slower = slower or {}
+    rounds = []
+    for i in range(0, len(runs) - 1, 2):
+        first, second = history_run(runs[i]), history_run(runs[i + 1])
+        base, head = (first, second) if (i // 2) % 2 == 0 else (second, first)
+        rounds.append(
+            {
+                "order": ["base", "head"] if (i // 2) % 2 == 0 else ["head", "base"],
+                "base": {k: [v] for k, v in base.items()},
+                "head": {k: [v * slower.get(k, 1.0)] for k, v in head.items()},
+            }
+        )
+    return {"rounds": rounds, "bytes": {k: packed_bytes(k) for k in rounds[0]["base"]}}

@@ -1,0 +1,153 @@
+"""The regression check's rule (harness/regression_rule.py) on recorded samples.
+
+The samples are the committed H200 history (``recorded.SAME_KERNEL``): twelve runs of one kernel on
+one H200 within ten minutes, each run's median kernel time per result, paired two runs a round as
+the check pairs BASE and HEAD. A planted change multiplies HEAD's recorded samples by a known factor.
+(Per-call samples recorded on a GPU by ``harness/paired_rounds.py`` are the next to add: none was
+recorded yet.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import recorded
+
+from harness import regression_rule as rule
+
+FIRST, SECOND = recorded.SAME_KERNEL[:6], recorded.SAME_KERNEL[6:]  # three rounds each
+KEYS = sorted(recorded.history_run(FIRST[0]))
+LARGE = [k for k in KEYS if recorded.packed_bytes(k) >= rule.LARGE_BYTES]
+
+
+def slowed(keys, factor):
+    return dict.fromkeys(keys, factor)
+
+
+def calls(judgement):
+    return {r.name: r.call for r in [*judgement.results, *judgement.groups]}
+
+
+def test_the_large_weights_are_the_three_the_issue_names():
+    assert sorted({k.split()[0] for k in LARGE}) == ["11008x4096", "14336x4096", "28672x8192"]
+
+
+@pytest.mark.parametrize("runs", [FIRST, SECOND, recorded.SAME_KERNEL], ids=["first-six", "last-six", "all-twelve"])
+def test_a_recorded_no_op_calls_nothing(runs):
+    judgement = rule.judge(recorded.paired_record(runs))
+    assert not judgement.failed, [r.as_dict() for r in judgement.called]
+    assert len(judgement.results) == 12 and len(judgement.groups) == 2
+
+
+def test_a_no_op_is_judged_against_each_results_own_noise():
+    """The 8 µs kernel's interval is ten times the 160 µs kernel's: the same change means less there."""
+    by_name = {r.name: r for r in rule.judge(recorded.paired_record(recorded.SAME_KERNEL)).results}
+    small, large = by_name["4096x1024 bfloat16"], by_name["28672x8192 bfloat16"]
+    assert small.noise > 10 * large.noise
+    assert large.noise < 0.005  # 28672x8192: a fraction of a percent, so 5% there is far outside it
+
+
+def test_a_recorded_ten_percent_slowdown_of_the_largest_weights_is_called_on_each():
+    judgement = rule.judge(recorded.paired_record(FIRST, slowed(LARGE, 1.10)))
+    found = calls(judgement)
+    assert judgement.failed
+    assert all(found[k] == rule.SLOWER for k in LARGE), found
+    assert found[rule.GROUP_LARGE] == rule.SLOWER
+    assert all(found[k] != rule.SLOWER for k in KEYS if k not in LARGE)
+
+
+def test_five_percent_everywhere_is_called_on_the_mean_though_no_single_result_is():
+    judgement = rule.judge(recorded.paired_record(FIRST, slowed(KEYS, 1.05)))
+    found = calls(judgement)
+    assert found[rule.GROUP_ALL] == rule.SLOWER
+    assert not [r for r in judgement.results if r.call == rule.SLOWER]
+    assert judgement.failed
+
+
+def test_a_change_inside_the_minimum_is_not_called_whatever_its_certainty():
+    """2% slower on the 160 µs kernel is far outside its noise, and below the practical 5%."""
+    judgement = rule.judge(recorded.paired_record(FIRST, slowed(["28672x8192 bfloat16"], 1.02)))
+    reading = next(r for r in judgement.results if r.name == "28672x8192 bfloat16")
+    assert reading.ci_low > 1.01 and reading.call == rule.UNCHANGED
+    assert not judgement.failed
+
+
+def test_a_change_inside_its_own_noise_is_not_called():
+    """10% slower on the 8 µs kernel: its recorded noise reaches past that, so it stays open."""
+    judgement = rule.judge(recorded.paired_record(FIRST, slowed(["4096x1024 float16"], 1.10)))
+    reading = next(r for r in judgement.results if r.name == "4096x1024 float16")
+    assert reading.call == rule.OPEN and reading.ci_low <= 1 + rule.DEFAULT_MIN_CHANGE
+
+
+def outlier_record(runs, key="14336x4096 bfloat16", factor=83.9 / 56.3, round_index=0):
+    """The H100's outlier: one run read 83.9 µs where two others read 56.3 and 57.3 (1.49x)."""
+    record = recorded.paired_record(runs)
+    record["rounds"][round_index]["head"][key] = [s * factor for s in record["rounds"][round_index]["head"][key]]
+    return record
+
+
+def test_an_outlier_is_re_measured_and_not_called():
+    first = rule.judge(outlier_record(FIRST))
+    reading = next(r for r in first.results if r.name == "14336x4096 bfloat16")
+    assert reading.ci_high > 1.4 and reading.call != rule.UNCHANGED  # suspicious: not believed, not ignored
+    again = rule.suspects(first)
+    assert "14336x4096 bfloat16" in again
+    second = rule.judge(recorded.paired_record(SECOND), groups=set(again) == set(KEYS))
+    second.results = [r for r in second.results if r.name in again]
+    verdict = rule.merge(first, second)
+    decided = next(r for r in verdict.results if r.name == "14336x4096 bfloat16")
+    assert decided.call == rule.UNCHANGED and decided.first["ci_high"] > 1.4
+    assert not verdict.failed
+
+
+def test_a_re_measured_real_slowdown_stays_called():
+    first = rule.judge(recorded.paired_record(FIRST, slowed(LARGE, 1.10)))
+    again = rule.suspects(first)
+    second = rule.judge(recorded.paired_record(SECOND, slowed(LARGE, 1.10)), groups=set(again) == set(KEYS))
+    second.results = [r for r in second.results if r.name in again]
+    verdict = rule.merge(first, second)
+    assert {r.name for r in verdict.called} >= set(LARGE)
+    assert all(r.first is not None for r in verdict.results if r.name in LARGE)
+
+
+def test_per_call_samples_widen_the_interval_by_their_spread():
+    """Rounds that agree, but each round's calls spread widely: the calls' noise is in the interval."""
+    tight = {"rounds": [{"base": {"k": [1.0] * 50}, "head": {"k": [1.08] * 50}} for _ in range(3)]}
+    spread = [0.7, 1.3] * 25
+    wide = {
+        "rounds": [{"base": {"k": [s for s in spread]}, "head": {"k": [1.08 * s for s in spread[::-1]]}}] * 3,
+    }
+    assert rule.judge(tight, groups=False).results[0].call == rule.SLOWER
+    loose = rule.judge(wide, groups=False).results[0]
+    assert loose.call == rule.OPEN and loose.noise > 0.1
+
+
+def test_the_same_record_gives_the_same_intervals():
+    record = recorded.paired_record(FIRST, slowed(LARGE, 1.07))
+    assert rule.judge(record).as_dict() == rule.judge(json.loads(json.dumps(record))).as_dict()
+
+
+def test_a_faster_result_is_called_faster_and_does_not_fail():
+    judgement = rule.judge(recorded.paired_record(FIRST, slowed(LARGE, 0.8)))
+    assert {r.name for r in judgement.results if r.call == rule.FASTER} == set(LARGE)
+    assert not judgement.failed
+
+
+@pytest.mark.parametrize(
+    ("record", "message"),
+    [
+        ({}, "has no rounds"),
+        ({"rounds": []}, "has no rounds"),
+        ({"rounds": [{"base": {"k": [1.0]}}]}, "timed nothing for head"),
+        ({"rounds": [{"base": {"k": [1.0]}, "head": {"k": [0.0]}}]}, "not a list of positive seconds"),
+        ({"rounds": [{"base": {"k": [1.0]}, "head": {"j": [1.0]}}]}, "different results"),
+        (
+            {"rounds": [{"base": {"k": [1.0]}, "head": {"k": [1.0]}}, {"base": {"j": [1.0]}, "head": {"j": [1.0]}}]},
+            "other results than round 1",
+        ),
+    ],
+)
+def test_a_malformed_record_is_refused_by_name(record, message):
+    with pytest.raises(ValueError, match=message):
+        rule.judge(record)
