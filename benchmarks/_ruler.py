@@ -124,6 +124,14 @@ def kernel_seconds(fn) -> float:
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
 
 
+def kernel_samples(fn) -> list[float]:
+    """Every call's GPU time, in seconds, timed exactly as ``kernel_seconds`` times them (of which it
+    is the median): what the regression check judges each result's noise from."""
+    import triton.testing
+
+    return [ms / 1e3 for ms in triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all")]
+
+
 def synchronized_rounds(impls: dict, layer, rounds: int = SYNC_ROUNDS, calls: int = SYNC_CALLS) -> dict:
     """Per-call seconds with ``torch.cuda.synchronize()`` after every call (Challenge A's loop): host
     cost, launch latency and kernel together. ``{name: [seconds per call, one per round]}``; each

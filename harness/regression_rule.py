@@ -91,6 +91,7 @@ class Judgement:
     results: list[Reading]
     groups: list[Reading]
     notes: list[str] = field(default_factory=list)
+    memory: list[dict] = field(default_factory=list)  # results whose peak memory grew (``memory_grown``)
 
     @property
     def called(self) -> list[Reading]:
@@ -98,13 +99,14 @@ class Judgement:
 
     @property
     def failed(self) -> bool:
-        return bool(self.called)
+        return bool(self.called or self.memory)
 
     def as_dict(self) -> dict:
         return {
             "results": [r.as_dict() for r in self.results],
             "groups": [g.as_dict() for g in self.groups],
             "notes": self.notes,
+            "memory": self.memory,
             "failed": self.failed,
         }
 
@@ -238,10 +240,76 @@ def merge(first: Judgement, second: Judgement) -> Judgement:
     every = {r.name for r in first.results} <= set(again)
     groups = first.groups
     if every and second.groups:
-        for g, before in zip(second.groups, first.groups, strict=False):
-            g.first = before.as_dict()
+        before = {g.name: g for g in first.groups}
+        for g in second.groups:
+            g.first = before[g.name].as_dict() if g.name in before else None
         groups = second.groups
     notes = [*first.notes, *second.notes]
     if again:
         notes.append(f"re-measured before deciding: {len(again)} of {len(first.results)} results")
     return Judgement(results, groups, notes)
+
+
+def memory_grown(found: dict) -> list[dict]:
+    """Results whose peak memory (one call's, beyond what was allocated before it) is larger in
+    HEAD: deterministic bytes, so any growth is a change, with no noise to judge it against."""
+    peak = found.get("peak_bytes") or {}
+    base, head = peak.get("base", {}), peak.get("head", {})
+    return [
+        {"name": key, "base_bytes": base[key], "head_bytes": head[key]}
+        for key in sorted(base)
+        if key in head and head[key] > base[key]
+    ]
+
+
+def decide(record: dict, min_change: float | None = None, min_group_change: float | None = None) -> Judgement:
+    """The verdict on a whole record (``paired_rounds.measure``): the first pass judged, its suspects
+    decided by the second pass, peak memory compared. The limits are the record's unless given.
+    ValueError where the record can't support a verdict (no passes, or suspects never re-measured)."""
+    limits = record.get("rule", {}) if isinstance(record, dict) else {}
+    min_change = min_change or limits.get("min_change") or DEFAULT_MIN_CHANGE
+    min_group_change = min_group_change or limits.get("min_group_change") or DEFAULT_MIN_GROUP_CHANGE
+    passes = record.get("passes") if isinstance(record, dict) else None
+    if not isinstance(passes, list) or not passes:
+        raise ValueError("the record holds no measured pass")
+    first = judge(passes[0], min_change, min_group_change)
+    again = suspects(first)
+    verdict = first
+    if again:
+        if len(passes) < 2:
+            raise ValueError(f"the first pass left {len(again)} result(s) to re-measure; the record has no second pass")
+        measured = check_record(passes[1], "the second pass")
+        missing = sorted(set(again) - set(measured))
+        if missing:
+            raise ValueError(f"the second pass did not re-measure {', '.join(missing)}")
+        second = judge(passes[1], min_change, min_group_change, groups=set(measured) >= {r.name for r in first.results})
+        second.results = [r for r in second.results if r.name in again]
+        verdict = merge(first, second)
+    verdict.memory = memory_grown(passes[0])
+    return verdict
+
+
+def _us(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e6:.1f}"
+
+
+def table(verdict: Judgement) -> str:
+    """The job summary's table: per result and group, the change, its interval, the noise it was
+    judged against, and whether it was called (and where re-measured, what the first pass read)."""
+    lines = [
+        "| result | BASE µs | HEAD µs | change | 95% interval | noise ± | limit | rounds | called |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    words = {SLOWER: "**slower**", FASTER: "faster", UNCHANGED: "no", OPEN: "no (inside its noise)"}
+    for r in [*verdict.results, *verdict.groups]:
+        said = words[r.call]
+        if r.first is not None:
+            f = r.first
+            said += f"; re-measured (first pass {f['change']:.3f}x, {f['ci_low']:.3f} to {f['ci_high']:.3f})"
+        lines.append(
+            f"| {r.name} | {_us(r.base_s)} | {_us(r.head_s)} | {r.change:.3f}x | {r.ci_low:.3f} to {r.ci_high:.3f} "
+            f"| {r.noise:.1%} | {r.limit:.2f}x | {r.rounds} | {said} |"
+        )
+    for m in verdict.memory:
+        lines.append(f"| {m['name']}: peak memory | {m['base_bytes']} B | {m['head_bytes']} B | | | | | | **grew** |")
+    return "\n".join(lines)

@@ -1,0 +1,107 @@
+"""One side of one round of the regression check: every call's kernel time, for each weight asked
+for, from the nf4kernel first on this process's path (a commit's, staged by the harness). Prints one
+JSON line; the harness pairs BASE's and HEAD's processes into rounds (``harness/paired_rounds.py``).
+
+    python -m benchmarks._kernel_samples --keys "14336x4096 bfloat16" "4096x1024 float16"
+    python -m benchmarks._kernel_samples --device cpu --keys "1024x512 bfloat16"   # the CPU smoke run
+
+On a GPU each call is timed as ``KernelTime`` times it (cold L2, CUDA events: ``_ruler.kernel_samples``)
+and kept, not only their median. On the CPU (Triton's interpreter, any ``RxC`` shape) each call is
+timed by the host clock: that proves the pipeline, and says nothing about the kernel's speed.
+
+Exit 0: measured. Exit 3: nf4kernel's output differs from the oracle (no figures for a wrong
+kernel). Exit 4: ``--device cuda`` and no CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+from . import _ruler
+
+CPU_CALLS = 5  # interpreted calls timed per weight on the CPU
+
+
+def _cpu_weight(shape: str, dtype: str):
+    """``(call, packed bytes)``: nf4kernel on a nested NF4 CPU weight of ``RxC`` (Triton's interpreter)."""
+    import bitsandbytes.functional as F
+    import torch
+
+    import nf4kernel
+
+    rows, cols = (int(n) for n in shape.split("x"))
+    generator = torch.Generator().manual_seed(0)
+    w = torch.randn(rows, cols, generator=generator).to(getattr(torch, dtype))
+    packed, state = F.quantize_4bit(w, blocksize=64, compress_statistics=True, quant_type="nf4")
+    if not torch.equal(nf4kernel.dequantize(packed, state), nf4kernel.dequantize_reference(packed, state)):
+        raise AssertionError(f"{shape} {dtype}: nf4kernel's output differs from its reference")
+    return (lambda: nf4kernel.dequantize(packed, state)), packed.numel() * packed.element_size()
+
+
+def _cpu_samples(call) -> list[float]:
+    call()  # compile, plan
+    samples = []
+    for _ in range(CPU_CALLS):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
+def measure(keys: list[str], device: str) -> dict:
+    import nf4kernel
+
+    found = {"nf4kernel": nf4kernel.__file__, "device": device, "samples": {}, "bytes": {}, "peak_bytes": {}}
+    if device == "cpu":
+        import logging
+
+        logging.getLogger("bitsandbytes.backends.cpu.ops").setLevel(logging.ERROR)  # an optional kernel's warning
+        for key in keys:
+            call, found["bytes"][key] = _cpu_weight(*key.split())
+            found["samples"][key] = _cpu_samples(call)
+        return found
+    import torch
+
+    _ruler.require_gpu()
+    found["device"] = torch.cuda.get_device_name()
+    ours, oracle = _ruler.implementation("nf4kernel"), _ruler.implementation("bitsandbytes")
+    for key in keys:
+        layer = _ruler.build_weight(*key.split())
+        if not torch.equal(ours(layer), oracle(layer)):
+            raise AssertionError(f"{key}: nf4kernel's output differs from bitsandbytes'")
+        found["bytes"][key] = layer.weight.numel() * layer.weight.element_size()
+        found["peak_bytes"][key] = _ruler.peak_bytes(ours, layer)
+        found["samples"][key] = _ruler.kernel_samples(lambda layer=layer: ours(layer))
+        del layer
+        torch.cuda.empty_cache()
+    return found
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks._kernel_samples", description=__doc__.splitlines()[0])
+    parser.add_argument("--keys", nargs="+", required=True, help='weights, each "OUTxIN dtype"')
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = parser.parse_args(argv)
+    for key in args.keys:
+        parts = key.split()
+        if len(parts) != 2 or parts[1] not in _ruler.DTYPES or not all(n.isdigit() for n in parts[0].split("x")):
+            parser.error(f"not a weight: {key!r} (say 'OUTxIN dtype', dtype one of {', '.join(_ruler.DTYPES)})")
+        if args.device == "cuda" and parts[0] not in _ruler.SHAPES:
+            parser.error(f"{parts[0]} is not one of the suite's shapes: {', '.join(_ruler.SHAPES)}")
+    try:
+        found = measure(args.keys, args.device)
+    except NotImplementedError as error:  # require_gpu: no CUDA here
+        print(f"kernel samples: {error}", file=sys.stderr)
+        return 4
+    except AssertionError as error:
+        print(f"kernel samples: {error}", file=sys.stderr)
+        return 3
+    print(json.dumps(found))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
