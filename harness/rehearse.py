@@ -318,7 +318,10 @@ def plant_and_pass_myself(tree: Path) -> str:
                 'default_threshold = min(0.5, float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", 1)))',
             )
         ],
-        "harness/regression.py": [(r"default=1\.20", "default=100.0"), (r"default=1\.07", "default=100.0")],
+        "harness/regression_rule.py": [
+            (r"DEFAULT_MIN_CHANGE = [0-9.]+", "DEFAULT_MIN_CHANGE = 0.99"),
+            (r"DEFAULT_MIN_GROUP_CHANGE = [0-9.]+", "DEFAULT_MIN_GROUP_CHANGE = 0.99"),
+        ],
     }
     for name, replacements in edits.items():
         path = tree / name
@@ -399,7 +402,7 @@ def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[st
     summaries = run.summary_text()
     wanted_text = ["### nf4kernel speed gate"]
     if scenario.change is not None:
-        wanted_text.append("### asv regression check")
+        wanted_text.append("### Regression check")
     if scenario.status == "success" or scenario.change is None:
         wanted_text.append("```mermaid")
     problems += [f"the step summaries lack {text!r}" for text in wanted_text if text not in summaries]

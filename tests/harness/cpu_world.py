@@ -13,16 +13,15 @@ import shutil
 import sys
 from pathlib import Path
 
+import recorded as recorded_samples
 import yaml
 
 from harness import rehearse
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE_RECORDS = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa"  # one H200 session
-ASV_RECORDED = ROOT / "benchmarks" / "results" / "asv-h200" / "regression-results"
-ASV_BASE = "b543b026"  # the recorded base
-ASV_SLOW = "21cb5f2f"  # every planned launch made twice (~2x)
-ASV_NOOP = "c9936ee0"  # a no-op commit
+ASV_RECORDED = ROOT / "benchmarks" / "results" / "asv-h200" / "regression-results"  # the push's results
+NOOP, SLOW_2X = None, recorded_samples.planted_2x()  # the regression check's recorded samples: unchanged, the 2x plant
 
 # Gate records of one H200 session: an unplanted run, the 2x plant (0.894x over Unsloth, 36% below
 # the base's speed-up) and a 25% plant.
@@ -39,25 +38,13 @@ def with_run(step: dict, script: str) -> dict:
     return {**step, "run": script}
 
 
-def asv_results(folder: Path, base: str, head: str, head_recorded: str) -> Path:
-    """The recorded asv results, the base's filed under ``base`` and ``head_recorded``'s under ``head``."""
-    (folder / "h200").mkdir(parents=True)
-    shutil.copy(ASV_RECORDED / "benchmarks.json", folder / "benchmarks.json")
-    shutil.copy(ASV_RECORDED / "h200" / "machine.json", folder / "h200" / "machine.json")
-    for recorded, commit in ((ASV_BASE, base), (head_recorded, head)):
-        data = json.loads(next((ASV_RECORDED / "h200").glob(f"{recorded}-*.json")).read_text())
-        data["commit_hash"] = commit
-        (folder / "h200" / f"{commit[:8]}-existing-py3.12.json").write_text(json.dumps(data))
-    return folder
-
-
 def gpu_steps_replaced(
     world: rehearse.World,
     candidate: str,
     *,
     base_record: Path | None = UNPLANTED,
     pr_record: Path = UNPLANTED,
-    asv_head: str = ASV_NOOP,
+    slower: dict | None = NOOP,
 ) -> dict:
     """(job, step id) -> the step that stands in for a GPU one. ``base_record`` None: the base's
     measuring step writes nothing (a base whose record went missing)."""
@@ -66,7 +53,8 @@ def gpu_steps_replaced(
     shutil.copy(pr_record, recorded / "gate.json")
     if base_record is not None:
         shutil.copy(base_record, recorded / "gate-base.json")
-    asv_results(recorded / "asv", world.main, candidate, asv_head)
+    regression = recorded_samples.regression_record(slower, base=world.main, head=candidate)
+    (recorded / "regression.json").write_text(json.dumps(regression))
     steps = {}
     for name in ("gpu.yml", "history.yml"):
         for job_id, job in workflow(world, name)["jobs"].items():
@@ -87,7 +75,7 @@ def gpu_steps_replaced(
     replaced[("gate", "measure-base-after")] = with_run(steps[("gate", "measure-base-after")], after_copy)
     replaced[("gate", "measure")] = with_run(steps[("gate", "measure")], f'cp {recorded}/gate.json "$RUNNER_TEMP/"')
     replaced[("regression", "measure")] = with_run(
-        steps[("regression", "measure")], f"mkdir -p .asv && cp -r {recorded}/asv .asv/results"
+        steps[("regression", "measure")], f'cp {recorded}/regression.json "$RUNNER_TEMP/"'
     )
     machine = world.scratch / "results-of-the-push"
     results = machine / "h200"

@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 import pytest
-from cpu_world import ASV_SLOW, PLANTED_2X, UNPLANTED, gpu_steps_replaced, run
+from cpu_world import PLANTED_2X, SLOW_2X, UNPLANTED, gpu_steps_replaced, run
 
 from harness import act, rehearse
 
@@ -45,14 +45,14 @@ def test_an_approved_commit_runs_every_gpu_job_judged_by_the_base(world):
     )
     summary = result.summary_text()
     assert "### nf4kernel speed gate" in summary and "```mermaid" in summary and "**PASS**" in summary
-    assert "### asv regression check" in summary
+    assert "### Regression check" in summary and "| 28672x8192 bfloat16 |" in summary
 
 
 def test_a_pr_that_edits_the_harness_to_pass_itself_still_gets_the_bases_verdict(world):
     """The hole: the gate, its thresholds, the regression check and the noxfile came from the PR's
     checkout, so a two-line edit turned a recorded planted 2x slowdown into a PASS."""
     head = world.commit_pr(rehearse.plant_and_pass_myself)
-    result = approve(world, head, pr_record=PLANTED_2X, asv_head=ASV_SLOW)
+    result = approve(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     assert result.results["gate"] == "failure" and result.results["regression"] == "failure", log(result)[-3000:]
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
     assert "dropped 36.4% from the base's" in log(result)
@@ -69,7 +69,7 @@ def test_files_the_pr_adds_at_its_root_are_not_read(world):
     PR's tree is only ever read for its nf4kernel/; the self-pass commit adds both names."""
     head = world.commit_pr(rehearse.plant_and_pass_myself)
     assert (world.scratch / f"pr-{rehearse.PR_NUMBER}" / "base-gate.json").is_dir()
-    result = approve(world, head, pr_record=PLANTED_2X, asv_head=ASV_SLOW)
+    result = approve(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     assert result.results["gate"] == "failure"
     assert "against the base commit: speed-up 0.636x the base's" in log(result)
 

@@ -1,114 +1,160 @@
-"""The regression check's decision on results recorded on an H200 (benchmarks/results/asv-h200/):
-BASE b543b026, HEAD a scratch commit that launched every planned kernel twice (planted ~2x), and a
-no-op scratch commit. The same runs gave 'exit 1' and, under the first design (which also compared
-asv's timed synchronized call), a false 'exit 1' on the no-op; these tests pin today's rule."""
+"""The regression check's command (harness/regression.py): its verdict on records built from runs
+recorded on an H200 (``recorded.regression_record``), what it refuses, and its measurement's
+pipeline on the CPU (paired rounds of two staged kernels in the interpreter; no verdict there).
+The rule itself: test_regression_rule.py."""
 
 from __future__ import annotations
 
 import json
-import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
+import recorded
 
-from harness import regression
+from harness import paired_rounds, regression, regression_rule
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDED = ROOT / "benchmarks" / "results" / "asv-h200" / "regression-results"
-BASE = "b543b026a53d5b7b60f3c261d6cadcca46cf1076"
-SLOW = "21cb5f2f861217f5b81907b8a15674fdd0eb201f"  # every planned launch made twice
-KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
+KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
+LARGE = [k for k in KEYS if recorded.packed_bytes(k) >= regression_rule.LARGE_BYTES]
 
 
-def head_of(prefix: str) -> str:
-    return json.loads(next((RECORDED / "h200").glob(f"{prefix}-*.json")).read_text())["commit_hash"]
+def write(tmp_path, record) -> str:
+    path = tmp_path / "regression.json"
+    path.write_text(json.dumps(record))
+    return str(path)
 
 
-@pytest.fixture
-def recorded(tmp_path):
-    """A copy of the recorded results and a config that reads them (nothing is measured)."""
-    results = tmp_path / "results"
-    shutil.copytree(RECORDED, results)
-    config = tmp_path / "asv.conf.json"
-    config.write_text(
-        json.dumps(
-            {
-                "version": 1,
-                "project": "nf4kernel",
-                "repo": str(ROOT),
-                "branches": ["main"],
-                "dvcs": "git",
-                "environment_type": "existing",
-                "benchmark_dir": str(ROOT / "benchmarks"),
-                "results_dir": str(results),
-                "html_dir": str(tmp_path / "html"),
-            }
-        )
-    )
-    return config, results
-
-
-def replay(config, head, *extra, summary=None):
-    argv = [BASE, head, "--no-run", "--machine", "h200", "--config", str(config), *extra]
-    return regression.main(argv + (["--summary", str(summary)] if summary else []))
-
-
-def test_the_planted_2x_slowdown_fails_and_is_named(recorded, tmp_path, capsys):
-    config, _ = recorded
+def test_the_recorded_2x_plant_fails_and_each_result_is_named(tmp_path, capsys):
     summary = tmp_path / "summary.md"
-    assert replay(config, SLOW, summary=summary) == 1
+    record = recorded.regression_record(recorded.planted_2x())
+    assert regression.main(["--replay", write(tmp_path, record), "--summary", str(summary)]) == 1
     out = capsys.readouterr().out
-    named = out.split("result(s) worse than 1.2x", 1)[1]  # the list after the table names each one
-    assert f"  - {KERNEL_TIME}('28672x8192', 'bfloat16'): 162" in named
-    assert "kernel time over 12 shapes: 1.837x" in out
+    for key in KEYS:
+        assert f"regression: slower: {key}: " in out
     text = summary.read_text()
-    assert text.startswith(f"### asv regression check: {BASE[:8]} → {SLOW[:8]}")
-    assert "Benchmarks that have got worse:" in text and "| +" in text  # asv's table, as Markdown
+    assert text.startswith("### Regression check: bbbbbbbb → hhhhhhhh")
+    assert "| 28672x8192 bfloat16 | " in text and "**slower**" in text
     assert text.rstrip().endswith("**FAIL**")
 
 
-def test_the_no_op_passes(recorded, tmp_path, capsys):
-    config, _ = recorded
+def test_a_recorded_no_op_passes_with_every_result_in_the_table(tmp_path, capsys):
     summary = tmp_path / "summary.md"
-    assert replay(config, head_of("c9936ee0"), summary=summary) == 0
-    assert "kernel time over 12 shapes: 1.012x" in capsys.readouterr().out
-    assert summary.read_text().rstrip().endswith("**PASS**")
+    assert regression.main(["--replay", write(tmp_path, recorded.regression_record()), "--summary", str(summary)]) == 0
+    text = summary.read_text()
+    assert all(f"| {key} | " in text for key in KEYS) and "| every result | " in text
+    assert text.rstrip().endswith("**PASS**")
+    assert "regression: PASS" in capsys.readouterr().out
 
 
-def test_the_limits_are_the_ones_applied(recorded):
-    """The no-op's worst single result is 1.09x: a tighter --factor catches it."""
-    config, _ = recorded
-    assert replay(config, head_of("c9936ee0"), "--factor", "1.05") == 1
-
-
-def test_a_small_slowdown_everywhere_fails_on_the_geometric_mean(recorded, capsys):
-    """8% slower on every shape: no single result passes 1.20x, the mean does pass 1.07x."""
-    config, results = recorded
-    base = json.loads(next((results / "h200").glob(f"{BASE[:8]}-*.json")).read_text())
-    head = "e" * 40
-    base["commit_hash"] = head
-    values = base["results"][KERNEL_TIME][0]
-    base["results"][KERNEL_TIME][0] = [v * 1.08 for v in values]
-    (results / "h200" / f"{head[:8]}-existing-py3.12.json").write_text(json.dumps(base))
-    assert replay(config, head) == 1
+def test_ten_percent_on_the_largest_weights_fails(tmp_path, capsys):
+    """What the old rule (1.20x on one result, 1.07x on the mean) passed: 6 of 12 results 10% slower."""
+    record = recorded.regression_record(dict.fromkeys(LARGE, 1.10))
+    assert regression.main(["--replay", write(tmp_path, record)]) == 1
     out = capsys.readouterr().out
-    assert "0 result(s) worse than 1.2x" in out and "1.080x" in out
+    assert all(f"regression: slower: {key}: " in out for key in LARGE)
 
 
-def test_a_checkout_of_one_commit_gets_the_branch_asv_needs(tmp_path):
-    """The workflows check out the base by its hash (no local branch); asv then refused to run
-    ("Unknown branch main in configuration"), which only the rehearsal on a GPU showed."""
-    import subprocess
+def test_the_limits_given_are_the_ones_applied(tmp_path):
+    record = write(tmp_path, recorded.regression_record(dict.fromkeys(LARGE, 1.10)))
+    assert regression.main(["--replay", record, "--min-change", "0.5", "--min-group-change", "0.5"]) == 0
 
-    from harness import asvrun
 
-    clone = tmp_path / "clone"
-    subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(clone)], check=True)
+def test_grown_peak_memory_fails(tmp_path, capsys):
+    record = recorded.regression_record()
+    record["passes"][0]["peak_bytes"] = {"base": {KEYS[0]: 100}, "head": {KEYS[0]: 101}}
+    assert regression.main(["--replay", write(tmp_path, record)]) == 1
+    assert f"peak memory grew: {KEYS[0]}: 100 -> 101 bytes" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (lambda r: r.pop("passes"), "holds no measured pass"),
+        (lambda r: r["passes"].pop(), "the record has no second pass"),
+        (lambda r: r["passes"][0]["rounds"][0]["head"].clear(), "timed nothing for head"),
+    ],
+    ids=["no-passes", "suspects-never-re-measured", "a-side-timed-nothing"],
+)
+def test_a_record_that_cannot_support_a_verdict_fails_closed(tmp_path, capsys, damage, why):
+    record = recorded.regression_record(recorded.planted_2x())
+    damage(record)
+    assert regression.main(["--replay", write(tmp_path, record)]) == 2
+    out = capsys.readouterr().out
+    assert why in out and "no verdict (exit 2)" in out
+
+
+def test_a_missing_record_fails_closed(tmp_path, capsys):
+    assert regression.main(["--replay", str(tmp_path / "none.json")]) == 2
+    assert "No such file" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "why"),
+    [
+        (["--replay", "r.json", "HEAD", "HEAD"], "give it no BASE, HEAD"),
+        (["HEAD"], "give BASE and HEAD"),
+        (["HEAD", "HEAD", "--measure-only"], "name one"),
+        (["HEAD", "HEAD", "--rounds", "1"], "at least 2"),
+        (["HEAD", "HEAD", "--min-change", "1.2"], "a fraction in (0, 1)"),
+    ],
+)
+def test_bad_arguments_exit_2_naming_the_problem(argv, why, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        regression.main(argv)
+    assert stopped.value.code == 2 and why in capsys.readouterr().err
+
+
+def fake_side(timings):
+    """A ``run_side`` that answers from ``timings[side]`` (seconds per key) instead of a GPU process."""
+
+    def run_side(staged, keys, device):
+        side = staged.name
+        return {
+            "nf4kernel": str(staged / "nf4kernel" / "__init__.py"),
+            "device": "a fake GPU",
+            "samples": {k: [timings[side][k]] for k in keys},
+            "bytes": {k: recorded.packed_bytes(k) for k in keys},
+            "peak_bytes": {k: 1 for k in keys},
+        }
+
+    return run_side
+
+
+def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypatch, tmp_path):
+    base = recorded.history_run(recorded.SAME_KERNEL[0])
+    head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
+    monkeypatch.setattr(paired_rounds, "run_side", fake_side({"base": base, "head": head}))
+    staged = {"base": tmp_path / "base", "head": tmp_path / "head"}
+    found = paired_rounds.measure(staged, KEYS, log=lambda _: None)
+    first, second = found["passes"]
+    assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
+    assert len(second["rounds"]) == paired_rounds.SECOND_ROUNDS
+    assert set(second["rounds"][0]["base"]) == {"28672x8192 bfloat16"}
+    verdict = regression_rule.decide(found)
+    assert [r.name for r in verdict.results if r.call == regression_rule.SLOWER] == ["28672x8192 bfloat16"]
+
+
+def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
+    """The check that the kernel measured is the staged one (not this checkout's, not an installed one)."""
+    done = subprocess.CompletedProcess([], 0, json.dumps({"nf4kernel": str(ROOT / "nf4kernel" / "__init__.py")}), "")
+    monkeypatch.setattr(paired_rounds.subprocess, "run", lambda *a, **k: done)
+    with pytest.raises(paired_rounds.MeasureError, match="not the kernel staged in"):
+        paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
+
+
+@pytest.mark.timeout(600)
+def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path, capsys):
+    """The whole measurement on the CPU: two commits' kernels staged, a process each per round in the
+    interpreter, a record written. It gives no speed verdict (host time of the interpreter)."""
+    path = tmp_path / "record.json"
+    argv = ["HEAD~1", "HEAD", "--device", "cpu", "--rounds", "2", "--more-rounds", "2", "--record", str(path)]
+    assert regression.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "no speed verdict (exit 0)" in out and "warm-up, base (cpu)" in out
+    record = json.loads(path.read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    subprocess.run(["git", "checkout", "-q", "--detach", head], cwd=clone, check=True)
-    subprocess.run(["git", "branch", "-D", "main"], cwd=clone, capture_output=True, check=False)
-    config = tmp_path / "asv.conf.json"
-    config.write_text(json.dumps({"version": 1, "repo": str(clone), "branches": ["main"], "dvcs": "git"}))
-    asvrun.ensure_branches(str(config))
-    made = subprocess.run(["git", "rev-parse", "refs/heads/main"], cwd=clone, capture_output=True, text=True)
-    assert made.stdout.strip() == head
+    assert record["head"] == head and record["base"] != head
+    first = record["passes"][0]
+    assert len(first["rounds"]) == 2 and set(first["rounds"][0]["base"]) == set(regression.CPU_KEYS)
+    assert all(len(s) == 5 for rnd in first["rounds"] for side in ("base", "head") for s in rnd[side].values())

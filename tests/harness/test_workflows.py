@@ -241,12 +241,14 @@ def test_the_gate_measures_the_base_first_then_the_pr_then_decides_apart():
     assert pooled in decide["run"] and 'if [ -n "$BASE" ]' in decide["run"]
 
 
-def test_the_regression_check_measures_then_decides_from_stored_results():
+def test_the_regression_check_measures_then_decides_from_the_record_alone():
     job = gpu_yml()["jobs"]["regression"]
     assert job["if"] == "needs.approve.outputs.base != ''"
     measure, decide = (next(s for s in job["steps"] if s.get("id") == i) for i in ("measure", "decide"))
-    assert '-s regression -- "$BASE" ../candidate --measure-only' in measure["run"]
-    assert '-s regression -- "$BASE" ../candidate --no-run' in decide["run"]
+    record = '"$RUNNER_TEMP/regression.json"'
+    assert f'-s regression -- "$BASE" ../candidate --measure-only --record {record}' in measure["run"]
+    assert f"-s regression -- --replay {record}" in decide["run"] and "candidate" not in decide["run"]
+    assert measure["working-directory"] == decide["working-directory"] == "trusted"
 
 
 def test_history_measures_read_only_and_a_hosted_job_pushes_the_results():
