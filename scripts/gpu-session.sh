@@ -5,6 +5,7 @@
 #   bash scripts/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
 #   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash scripts/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/rehearse.py), in a fresh clone
+#   bash scripts/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
@@ -44,6 +45,13 @@ for step in "$@"; do
       tail -n 12 "$OUT/regression-slow.log"
       timed python3 -m nox --no-venv -s regression -- "$base" scratch-noop > "$OUT/regression-noop.log" 2>&1
       tail -n 6 "$OUT/regression-noop.log" ;;
+    power-noop:*|power-ladder|power-gate)
+      # Issue 21: no-op regression runs, the planted ladder, the gate's relative check on it
+      # (harness/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
+      what=${step#power-}; what=${what%%:*}; runs=${step#power-noop:}
+      [ "$what" = noop ] && extra=(--runs "$runs") || extra=()
+      timed python3 -m harness.power "$what" --out "$OUT/power" "${extra[@]}" > "$OUT/power-$what.log" 2>&1
+      tail -n 20 "$OUT/power-$what.log" ;;
     results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
     main-job)
       # history.yml's measuring step exactly (python -m nox --no-venv -s bench), in a fresh clone of

@@ -39,6 +39,7 @@ CANNOT_RUN_HERE = [
     (["-m", "harness.perf"], 4, NO_GPU),
     (["-m", "harness.sweep"], 4, NO_GPU),
     (["-m", "harness.regression", "HEAD~1", "HEAD"], 4, NO_GPU),
+    (["-m", "harness.power", "noop", "--out", "/tmp/nf4kernel-power-unused"], 4, NO_GPU),
     (["-m", "harness.backfill", "HEAD~1..HEAD"], 4, NO_GPU),
     (["-m", "harness.rehearse", "noop"], 4, "no NVIDIA GPU here"),
     (["-m", "harness.bench", "--suite", "gpu", "--no-publish"], 4, "needs a CUDA GPU"),

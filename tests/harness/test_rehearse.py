@@ -47,7 +47,7 @@ def test_each_scenarios_commit_still_applies_to_this_tree(tmp_path, name):
     else:
         assert "nf4kernel/launch_cache.py" in changed
     if name == "self-pass":
-        assert {"harness/decision.py", "harness/gate.py", "harness/regression.py"} <= set(changed)
+        assert {"harness/decision.py", "harness/gate.py", "harness/regression_rule.py"} <= set(changed)
     assert rehearse.git("rev-parse", "refs/pull/8/head", cwd=world.origin) == head
 
 

@@ -1,0 +1,179 @@
+"""The regression check's power and false alarms, measured on a GPU: no-op runs, a ladder of planted
+slowdowns of known size (``harness/plants/``), and the gate's relative check on the same ladder.
+
+    python -m harness.power noop --runs 10 --out benchmarks/results/regression-power/h100
+    python -m harness.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
+    python -m harness.power gate --out DIR [--plants ...]
+    python -m harness.power report --out DIR       # the tables from what DIR holds (no GPU)
+
+A no-op run is ``harness.regression HEAD HEAD`` (this commit's kernel staged twice); a ladder run is
+``harness.regression HEAD P``, P a commit made here of HEAD with the plant applied; a gate run
+measures HEAD's kernel, P's, HEAD's again (as gpu.yml's gate job does) and decides P against the
+pooled base. Every run appends a line to ``DIR/runs.jsonl`` as soon as it ends, and keeps its
+record, so a command cut short keeps what it finished, and several commands add up.
+
+Exit 0: every run made (whatever its verdict: that is the measurement). Exit 2: bad arguments.
+Exit 4: no CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness import kernel_source, regression, regression_rule
+
+ROOT = Path(__file__).resolve().parents[1]
+PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # harness/plants/<name>.patch
+
+
+def planted_commit(plant: str) -> str:
+    """A commit of HEAD with ``harness/plants/<plant>.patch`` applied, made in a throwaway worktree
+    (the object stays in this repository; no branch points at it)."""
+    patch = ROOT / "harness" / "plants" / f"{plant}.patch"
+    with tempfile.TemporaryDirectory(prefix=f"plant-{plant}-") as tmp:
+        tree = Path(tmp) / "tree"
+        git = ["git", "-C", str(ROOT)]
+        subprocess.run([*git, "worktree", "add", "--quiet", "--detach", str(tree), "HEAD"], check=True)
+        try:
+            subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
+            ident = ["-c", "user.name=nf4kernel power", "-c", "user.email=power@nf4kernel.invalid"]
+            subprocess.run(["git", *ident, "commit", "--quiet", "-am", f"planted: {plant}"], cwd=tree, check=True)
+            return subprocess.run(
+                ["git", "rev-parse", "HEAD"], cwd=tree, capture_output=True, text=True, check=True
+            ).stdout.strip()
+        finally:
+            subprocess.run([*git, "worktree", "remove", "--force", str(tree)], check=False)
+
+
+def summarize(record: dict) -> dict:
+    """What a run's verdict was, and how close each result came to being called."""
+    verdict = regression_rule.decide(record)
+    readings = [*verdict.results, *verdict.groups]
+    closest = max(readings, key=lambda r: r.ci_low / r.limit)
+    largest = max(verdict.results, key=lambda r: r.change)
+    return {
+        "failed": verdict.failed,
+        "called": [r.name for r in verdict.called],
+        "largest_change": {"name": largest.name, "change": largest.change, "noise": largest.noise},
+        "closest_to_failing": {"name": closest.name, "ci_low": closest.ci_low, "limit": closest.limit},
+        "re_measured": len(record["passes"]) > 1,
+        "readings": [r.as_dict() for r in readings],
+    }
+
+
+def append(out: Path, line: dict) -> None:
+    with open(out / "runs.jsonl", "a") as f:
+        f.write(json.dumps(line) + "\n")
+
+
+def regression_run(out: Path, kind: str, head: str, plant: str | None, n: int) -> None:
+    name = f"{kind}-{plant or 'noop'}-{n}-{int(time.time())}"
+    record_path = out / f"{name}.json"
+    started = time.perf_counter()
+    code = regression.main(["HEAD", head, "--measure-only", "--record", str(record_path)])
+    line = {"kind": kind, "plant": plant, "run": n, "exit": code, "seconds": round(time.perf_counter() - started)}
+    if code == 0:
+        line.update(summarize(json.loads(record_path.read_text())), record=record_path.name)
+    append(out, line)
+    print(f"power: {name}: {'FAIL' if line.get('failed') else 'pass'} ({line['seconds']} s)", flush=True)
+
+
+def gate_run(out: Path, plant: str, head: str) -> None:
+    """gpu.yml's gate job on the plant: the base, the plant, the base again; decided pooled."""
+    records = {}
+    for step, kernel in (("base-before", "HEAD"), ("planted", head), ("base-after", "HEAD")):
+        path = out / f"gate-{plant}-{step}.json"
+        command = [sys.executable, "-m", "harness.gate", "--measure-only", "--no-classic", "--kernel", kernel]
+        subprocess.run([*command, "--json", str(path)], cwd=ROOT, check=False)
+        records[step] = path
+    baselines = ["--baseline", str(records["base-before"]), "--baseline", str(records["base-after"])]
+    decided = out / f"gate-{plant}-verdict.json"
+    verdict = subprocess.run(
+        [sys.executable, "-m", "harness.gate", "--replay", str(records["planted"]), "--json", str(decided), *baselines],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    line = {
+        "kind": "gate",
+        "plant": plant,
+        "exit": verdict.returncode,
+        "said": verdict.stdout.strip().splitlines()[-1:],
+    }
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        found = json.loads(decided.read_text())
+        line["relative"] = found["verdict"]["baseline"]
+    append(out, line)
+    print(f"power: gate {plant}: exit {verdict.returncode}", flush=True)
+
+
+def report(out: Path) -> str:
+    """Markdown: the no-op runs (the largest change each saw, how close it came), the ladder, the gate."""
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines() if line.strip()]
+    lines = [
+        "| run | verdict | called | largest per-result change | closest to its limit |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in runs:
+        if r["kind"] == "gate":
+            continue
+        if r["exit"] != 0:
+            lines.append(f"| {r['kind']} {r['plant'] or ''} #{r['run']} | measurement exit {r['exit']} | | | |")
+            continue
+        big, near = r["largest_change"], r["closest_to_failing"]
+        lines.append(
+            f"| {r['kind']} {r['plant'] or ''} #{r['run']} | {'FAIL' if r['failed'] else 'pass'} | {len(r['called'])} "
+            f"| {big['name']} {big['change']:.3f}x (noise ±{big['noise']:.1%}) "
+            f"| {near['name']}: interval from {near['ci_low']:.3f}, limit {near['limit']:.2f} |"
+        )
+    gates = [r for r in runs if r["kind"] == "gate"]
+    if gates:
+        lines += ["", "| gate plant | exit | speed-up vs the base | interval |", "| --- | --- | --- | --- |"]
+        for g in gates:
+            rel = g.get("relative") or {}
+            ratio = f"{rel['ratio']:.3f}x" if "ratio" in rel else ""
+            interval = f"{rel['ci_low']:.3f} to {rel['ci_high']:.3f}" if "ci_low" in rel else ""
+            lines.append(f"| {g['plant']} | {g['exit']} | {ratio} | {interval} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.power", description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("noop", "ladder", "gate", "report"))
+    parser.add_argument("--out", required=True, type=Path, help="where the records and runs.jsonl go")
+    parser.add_argument("--runs", type=int, default=10, help="noop: how many (%(default)s)")
+    parser.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS)
+    args = parser.parse_args(argv)
+    if args.what == "report":
+        if not (args.out / "runs.jsonl").is_file():
+            parser.error(f"{args.out} holds no runs.jsonl: measure first")
+        print(report(args.out))
+        return 0
+    if not regression.cuda_available():
+        print("power: no CUDA GPU here: nothing to measure", flush=True)
+        return 4
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.what == "noop":
+        head = kernel_source.resolve("HEAD")
+        for n in range(1, args.runs + 1):
+            regression_run(args.out, "noop", head, None, n)
+    for plant in args.plants if args.what in ("ladder", "gate") else ():
+        commit = planted_commit(plant)
+        if args.what == "ladder":
+            regression_run(args.out, "ladder", commit, plant, 1)
+        else:
+            gate_run(args.out, plant, commit)
+    print(report(args.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

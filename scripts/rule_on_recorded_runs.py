@@ -1,0 +1,95 @@
+"""The regression rule (harness/regression_rule.py) on the committed H200 runs of one kernel: how
+often it calls a no-op, and which planted steps it catches, over random pairings of the runs.
+
+    python scripts/rule_on_recorded_runs.py [--pairings 300]
+
+Twelve runs of one kernel (tests/harness/recorded.py: SAME_KERNEL, one H200, ten minutes) are
+shuffled into six rounds, three for the first pass and three for the re-measuring one, as
+``recorded.regression_record`` lays them out; a plant multiplies HEAD's values by its factor. Each
+run gives one median per result (a process's), so this exercises the rule's noise between processes,
+not within one. It is a replay of recorded figures, not a GPU measurement of the plants. "each large
+result": the runs in which every one of the six large results was called on its own. The last column
+is the rule before issue 21 on the same pairings' first two runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
+
+import recorded  # noqa: E402
+
+from harness import regression_rule  # noqa: E402
+
+KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
+LARGE = [k for k in KEYS if recorded.packed_bytes(k) >= regression_rule.LARGE_BYTES]
+PLANTS = {
+    "no-op": {},
+    "large weights +5%": dict.fromkeys(LARGE, 1.05),
+    "large weights +10%": dict.fromkeys(LARGE, 1.10),
+    "large weights +20%": dict.fromkeys(LARGE, 1.20),
+    "every weight +5%": dict.fromkeys(KEYS, 1.05),
+    "every weight +3%": dict.fromkeys(KEYS, 1.03),
+}
+
+
+def record_for(order, slower):
+    first = recorded.paired_record(order[:6], slower)
+    passes = [first]
+    again = regression_rule.suspects(regression_rule.judge(first))
+    if again:
+        second = recorded.paired_record(order[6:], slower)
+        for rnd in second["rounds"]:
+            for side in ("base", "head"):
+                rnd[side] = {k: v for k, v in rnd[side].items() if k in again}
+        passes.append(second)
+    return {"passes": passes}
+
+
+def old_rule_fails(order, slower) -> bool:
+    """The rule before issue 21, on one run of each (what it compared): any result above 1.20x, or
+    the geometric mean of the kernel times above 1.07x."""
+    base, head = recorded.history_run(order[0]), recorded.history_run(order[1])
+    ratios = [head[k] * slower.get(k, 1.0) / base[k] for k in KEYS]
+    return max(ratios) > 1.20 or math.exp(sum(map(math.log, ratios)) / len(ratios)) > 1.07
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairings", type=int, default=300)
+    args = parser.parse_args()
+    rng = random.Random(21)
+    orders = [rng.sample(recorded.SAME_KERNEL, len(recorded.SAME_KERNEL)) for _ in range(args.pairings)]
+    limits = f"{regression_rule.DEFAULT_MIN_CHANGE:.0%} per result, {regression_rule.DEFAULT_MIN_GROUP_CHANGE:.0%}"
+    print(f"{args.pairings} random pairings of the 12 recorded H200 runs of one kernel; limits {limits} per group\n")
+    print("| plant | runs failed | re-measured | each large result | 'every result' | 'large weights' | old rule |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for name, slower in PLANTS.items():
+        failed = remeasured = every = large_group = old = 0
+        large_called = {k: 0 for k in LARGE}
+        for order in orders:
+            record = record_for(order, slower)
+            verdict = regression_rule.decide(record)
+            called = {r.name for r in verdict.called}
+            failed += verdict.failed
+            remeasured += len(record["passes"]) > 1
+            every += regression_rule.GROUP_ALL in called
+            large_group += regression_rule.GROUP_LARGE in called
+            for k in LARGE:
+                large_called[k] += k in called
+            old += old_rule_fails(order, slower)
+        n = len(orders)
+        least = min(large_called.values())
+        cells = [failed, remeasured, least, every, large_group, old]
+        print(f"| {name} | " + " | ".join(f"{c}/{n}" for c in cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
