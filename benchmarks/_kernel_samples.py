@@ -51,6 +51,19 @@ def _cpu_samples(call) -> list[float]:
     return samples
 
 
+def _state_reader():
+    """``read() -> snapshot``: the GPU's clocks, throttle reasons, temperature and power around each
+    weight's timing (evidence for an outlier; ``harness.gpu_state``, which the harness that started
+    this process puts on its path), or a reader that says why there is none."""
+    try:
+        from harness import gpu_state
+    except ImportError as error:
+        why = {"unavailable": f"harness.gpu_state: {error}"}
+        return lambda: why
+    device = gpu_state.current_device()
+    return lambda: gpu_state.snapshot(device)
+
+
 def measure(keys: list[str], device: str) -> dict:
     import nf4kernel
 
@@ -68,13 +81,17 @@ def measure(keys: list[str], device: str) -> dict:
     _ruler.require_gpu()
     found["device"] = torch.cuda.get_device_name()
     ours, oracle = _ruler.implementation("nf4kernel"), _ruler.implementation("bitsandbytes")
+    state = _state_reader()
+    found["states"] = {}
     for key in keys:
         layer = _ruler.build_weight(*key.split())
         if not torch.equal(ours(layer), oracle(layer)):
             raise AssertionError(f"{key}: nf4kernel's output differs from bitsandbytes'")
         found["bytes"][key] = layer.weight.numel() * layer.weight.element_size()
         found["peak_bytes"][key] = _ruler.peak_bytes(ours, layer)
+        before = state()
         found["samples"][key] = _ruler.kernel_samples(lambda layer=layer: ours(layer))
+        found["states"][key] = {"before": before, "after": state()}
         del layer
         torch.cuda.empty_cache()
     return found

@@ -63,7 +63,7 @@ def run_side(staged: Path, keys: list[str], device: str) -> dict:
 
 def run_pass(staged: dict[str, Path], keys: list[str], rounds: int, device: str, log=print) -> dict:
     """``rounds`` paired rounds of ``keys``: one record pass."""
-    found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}}
+    found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": []}
     for r in range(rounds):
         order = SIDES if r % 2 == 0 else SIDES[::-1]
         timed = {}
@@ -75,6 +75,7 @@ def run_pass(staged: dict[str, Path], keys: list[str], rounds: int, device: str,
             found["peak_bytes"][side].update(timed[side]["peak_bytes"])
             found["bytes"].update(timed[side]["bytes"])
         found["rounds"].append({"order": list(order), **{side: timed[side]["samples"] for side in SIDES}})
+        found["states"].append({side: timed[side].get("states", {}) for side in SIDES})
     return found
 
 

@@ -286,7 +286,24 @@ def decide(record: dict, min_change: float | None = None, min_group_change: floa
         second.results = [r for r in second.results if r.name in again]
         verdict = merge(first, second)
     verdict.memory = memory_grown(passes[0])
+    verdict.notes += throttled(passes)
     return verdict
+
+
+def throttled(passes: list[dict]) -> list[str]:
+    """Where the GPU slowed its clocks while a result was timed (the probes' snapshots before and
+    after each weight): evidence beside an outlier, not a reason to drop it."""
+    from harness import gpu_state
+
+    seen = []
+    for p, found in enumerate(passes):
+        for r, sides in enumerate(found.get("states") or []):
+            for side, states in sides.items():
+                for key, around in states.items():
+                    reasons = sorted({x for s in around.values() for x in gpu_state.is_throttled(s)})
+                    if reasons:
+                        seen.append(f"pass {p + 1}, round {r + 1}, {side}, {key}: {', '.join(reasons)}")
+    return [f"the GPU throttled while timing: {line}" for line in seen]
 
 
 def _us(seconds: float | None) -> str:

@@ -151,3 +151,13 @@ def test_a_faster_result_is_called_faster_and_does_not_fail():
 def test_a_malformed_record_is_refused_by_name(record, message):
     with pytest.raises(ValueError, match=message):
         rule.judge(record)
+
+
+def test_a_round_timed_while_the_gpu_throttled_is_said_beside_the_verdict():
+    from recorded import STATE_CAPPED, STATE_FULL
+
+    record = recorded.regression_record()
+    states = {"28672x8192 bfloat16": {"before": STATE_FULL, "after": STATE_CAPPED}}
+    record["passes"][0]["states"] = [{"base": {}, "head": states}, {"base": {}, "head": {}}]
+    notes = rule.decide(record).notes
+    assert "the GPU throttled while timing: pass 1, round 1, head, 28672x8192 bfloat16: sw_power_cap" in notes
