@@ -1,7 +1,7 @@
 """The regression rule (harness/regression_rule.py) on the committed H200 runs of one kernel: how
 often it calls a no-op, and which planted steps it catches, over random pairings of the runs.
 
-    python scripts/rule_on_recorded_runs.py [--pairings 300]
+    python scripts/rule_on_recorded_runs.py [--pairings 300] [--per-shape-pairings 100]
 
 Twelve runs of one kernel (tests/harness/recorded.py: SAME_KERNEL, one H200, ten minutes) are
 shuffled into six rounds, three for the first pass and three for the re-measuring one, as
@@ -63,6 +63,7 @@ def old_rule_fails(order, slower) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairings", type=int, default=300)
+    parser.add_argument("--per-shape-pairings", type=int, default=100)
     args = parser.parse_args()
     rng = random.Random(21)
     orders = [rng.sample(recorded.SAME_KERNEL, len(recorded.SAME_KERNEL)) for _ in range(args.pairings)]
@@ -88,6 +89,22 @@ def main() -> int:
         least = min(large_called.values())
         cells = [failed, remeasured, least, every, large_group, old]
         print(f"| {name} | " + " | ".join(f"{c}/{n}" for c in cells) + " |")
+    print("\nPer shape: the smallest slowdown of that result alone that the rule calls in at least 95% of")
+    print(f"{args.per_shape_pairings} pairings (steps of 1%; '>30%' where none up to 30% is)\n")
+    print("| result | detectable change |")
+    print("| --- | ---: |")
+    for key in sorted(KEYS, key=recorded.packed_bytes, reverse=True):
+        found = ">30%"
+        for step in range(5, 31):
+            factor = 1 + step / 100
+            caught = sum(
+                key in {r.name for r in regression_rule.decide(record_for(order, {key: factor})).called}
+                for order in orders[: args.per_shape_pairings]
+            )
+            if caught >= 0.95 * args.per_shape_pairings:
+                found = f"{step}%"
+                break
+        print(f"| {key} | {found} |")
     return 0
 
 
