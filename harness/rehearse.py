@@ -459,6 +459,10 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
 
 
 def gpu_here() -> bool:
+    """An NVIDIA GPU the jobs could use. nvidia-smi ignores CUDA_VISIBLE_DEVICES; CUDA doesn't: an
+    empty value (how the CPU tests hide the GPU of a GPU machine) means none, as it does for torch."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
     try:
         done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
     except (OSError, subprocess.SubprocessError):

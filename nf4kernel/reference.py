@@ -28,7 +28,9 @@ def compute(t: Tensors4bit, layout: Layout) -> torch.Tensor:
         absmax = t.code2[absmax.long()] * t.absmax2[group]
         absmax = absmax + t.offset
     # First level: two 4-bit codes per byte, the high nibble first.
-    codes = t.packed.reshape(-1).view(torch.uint8)
+    # uint8 packing is read as it is: torch.vmap had no batching rule for view(dtype) before torch 2.13.
+    codes = t.packed.reshape(-1)
+    codes = codes if codes.dtype == torch.uint8 else codes.view(torch.uint8)
     nibbles = torch.stack((codes >> 4, codes & 15), dim=-1).reshape(-1)[: layout.n_elements]
     block = torch.arange(layout.n_elements, device=codes.device) // layout.blocksize
     values = t.code[nibbles.long()] * absmax[block]

@@ -3,6 +3,8 @@ still applies to this tree), and the command's answers where it can't rehearse."
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from harness import rehearse
@@ -60,3 +62,17 @@ def test_without_a_gpu_it_says_so_and_exits_4(monkeypatch, capsys):
     monkeypatch.setattr(rehearse, "gpu_here", lambda: False)
     assert rehearse.main(["noop"]) == 4
     assert "no NVIDIA GPU here" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("hidden", ["", "-1"])
+def test_a_gpu_hidden_from_cuda_is_no_gpu_even_where_nvidia_smi_lists_one(tmp_path, monkeypatch, hidden):
+    """The CPU tests hide a GPU machine's GPU with CUDA_VISIBLE_DEVICES=""; nvidia-smi ignores it. On
+    the GPU runner, a rehearsal started by a test once ran the whole workflow inside the test job."""
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert rehearse.gpu_here()
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+    assert not rehearse.gpu_here()
