@@ -44,7 +44,10 @@ def run_side(staged: Path, keys: list[str], device: str) -> dict:
     """One process of one kernel: ``benchmarks/_kernel_samples.py``'s JSON. It starts in ``staged``
     (sys.path[0]: the staged nf4kernel, ahead of this checkout's), with this checkout on PYTHONPATH
     for the ruler."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(staged), str(ROOT)])}
+    # The caller's PYTHONPATH stays behind them: where the runner's packages may come from
+    # (bitsandbytes on the GPU image's bundle), never ahead of the staged kernel.
+    path = [str(staged), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     command = [sys.executable, "-m", "benchmarks._kernel_samples", "--device", device, "--keys", *keys]
     try:
         done = subprocess.run(command, cwd=staged, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)

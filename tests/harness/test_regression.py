@@ -144,6 +144,20 @@ def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
 
 
 @pytest.mark.timeout(600)
+def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypatch, tmp_path):
+    """On the GPU image bitsandbytes came from PYTHONPATH: a probe that dropped it could not import it."""
+    seen = {}
+
+    def fake_run(command, cwd, env, **_):
+        seen["path"] = env["PYTHONPATH"].split(":")
+        return subprocess.CompletedProcess(command, 0, json.dumps({"nf4kernel": f"{cwd}/nf4kernel/__init__.py"}), "")
+
+    monkeypatch.setenv("PYTHONPATH", "/opt/site-packages")
+    monkeypatch.setattr(paired_rounds.subprocess, "run", fake_run)
+    paired_rounds.run_side(tmp_path, ["4096x1024 bfloat16"], "cuda")
+    assert seen["path"] == [str(tmp_path), str(paired_rounds.ROOT), "/opt/site-packages"]
+
+
 def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path, capsys):
     """The whole measurement on the CPU: two commits' kernels staged, a process each per round in the
     interpreter, a record written. It gives no speed verdict (host time of the interpreter)."""
