@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 import recorded
+import torch
 
 from harness import paired_rounds, regression, regression_rule
 
@@ -143,7 +144,6 @@ def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
         paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
 
 
-@pytest.mark.timeout(600)
 def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypatch, tmp_path):
     """On the GPU image bitsandbytes came from PYTHONPATH: a probe that dropped it could not import it."""
     seen = {}
@@ -158,6 +158,12 @@ def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypat
     assert seen["path"] == [str(tmp_path), str(paired_rounds.ROOT), "/opt/site-packages"]
 
 
+@pytest.mark.timeout(600)
+@pytest.mark.skipif(
+    torch.cuda.is_available(),
+    reason="a GPU machine's regression job measures this on the GPU; the interpreter's ten processes "
+    "beside 16 xdist workers took over 3 minutes of the GPU test job on an H100",
+)
 def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path, capsys):
     """The whole measurement on the CPU: two commits' kernels staged, a process each per round in the
     interpreter, a record written. It gives no speed verdict (host time of the interpreter)."""
