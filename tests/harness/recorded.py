@@ -167,3 +167,15 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40) -
         second["bytes"] = {k: v for k, v in second["bytes"].items() if k in again}
         passes.append(second)
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
+
+
+H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.power ladder on an H100, a859f84
+
+
+def h100_ladder(plant: str) -> dict:
+    """A whole record as the regression check wrote it on an H100 for a planted slowdown (every call's
+    time, per result, per process): ``large-10pct`` or ``all-5pct``."""
+    import gzip
+
+    (path,) = H100_LADDER.glob(f"ladder-{plant}-*.json.gz")
+    return json.loads(gzip.decompress(path.read_bytes()))

@@ -6,6 +6,7 @@ The rule itself: test_regression_rule.py."""
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -178,3 +179,51 @@ def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path
     first = record["passes"][0]
     assert len(first["rounds"]) == 2 and set(first["rounds"][0]["base"]) == set(regression.CPU_KEYS)
     assert all(len(s) == 5 for rnd in first["rounds"] for side in ("base", "head") for s in rnd[side].values())
+
+
+# --- Every call's time as an H100 recorded it (benchmarks/results/regression-power/h100) -----------
+
+
+def test_a_recorded_h100_slowdown_confined_to_the_large_weights_is_called(tmp_path, capsys):
+    """large-10pct: 10% more bytes moved for the weights of 16 MB and more (1.11x to 1.18x in time,
+    as measured); the six large results and both groups are called, no small one is."""
+    assert regression.main(["--replay", write(tmp_path, recorded.h100_ladder("large-10pct"))]) == 1
+    out = capsys.readouterr().out
+    called = {line.split(": ")[2] for line in out.splitlines() if line.startswith("regression: slower: ")}
+    assert called == {*LARGE, "every result", "large weights (16 MB and more packed)"}
+
+
+def _same_kernel_rounds(rounds: list[dict], shift: int) -> list[dict]:
+    """A no-op from real samples: each round's BASE process, against the BASE process of another
+    round as HEAD (two processes of one kernel)."""
+    return [
+        {"order": rnd["order"], "base": rnd["base"], "head": rounds[(i + shift) % len(rounds)]["base"]}
+        for i, rnd in enumerate(rounds)
+    ]
+
+
+def test_a_recorded_process_five_times_slow_is_re_measured_and_not_believed(tmp_path, capsys):
+    """A process whose first weight ran 5x slow for its first 50 calls (the H100, large-10pct's
+    re-measure, round 5: 1278 µs falling to 80 µs, the clocks reading 1980 MHz) put into a no-op
+    made of real processes of one kernel: the first pass leaves it to re-measure, the second
+    (real processes again) passes it."""
+    real = recorded.h100_ladder("large-10pct")
+    slow_key = "11008x4096 bfloat16"
+    slow_process = real["passes"][1]["rounds"][4]["head"][slow_key]
+    first = {"rounds": _same_kernel_rounds(real["passes"][0]["rounds"], 1), "bytes": real["passes"][0]["bytes"]}
+    median = statistics.median
+    # One number per process, as the old rule read results: this one alone failed it (over 1.20x).
+    assert median(slow_process) > 1.2 * median(first["rounds"][0]["head"][slow_key])
+    first["rounds"][0]["head"] = {**first["rounds"][0]["head"], slow_key: slow_process}
+    again = regression_rule.suspects(regression_rule.judge(first))
+    assert slow_key in again
+    rounds = _same_kernel_rounds(real["passes"][1]["rounds"][:4], 1)
+    second = {
+        "rounds": [
+            {**r, "base": {k: r["base"][k] for k in again}, "head": {k: r["head"][k] for k in again}} for r in rounds
+        ]
+    }
+    second["bytes"] = {k: first["bytes"][k] for k in again}
+    record = {"base": "b" * 40, "head": "h" * 40, "device": real["device"], "passes": [first, second]}
+    assert regression.main(["--replay", write(tmp_path, record)]) == 0
+    assert "regression: PASS" in capsys.readouterr().out
