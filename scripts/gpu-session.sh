@@ -6,6 +6,7 @@
 #   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash scripts/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/rehearse.py), in a fresh clone
 #   bash scripts/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
+#   bash scripts/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's (issue 18)
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
@@ -25,6 +26,12 @@ for step in "$@"; do
     tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short tests > "$OUT/tests.log" 2>&1; tail -n 40 "$OUT/tests.log" ;;
     gpu-tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short -m gpu tests > "$OUT/gpu-tests.log" 2>&1; tail -n 15 "$OUT/gpu-tests.log" ;;
     nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
+    host-ab:*)
+      # Issue 18: the planned call's host time, this tree against REV's nf4kernel, judged against an
+      # unchanged torch call in each process (scripts/host_ab.py). host-ab:REV[:PAIRS]
+      spec=${step#host-ab:}; rev=${spec%%:*}; pairs=${spec#*:}; [ "$pairs" = "$spec" ] && pairs=16
+      mkdir -p "/tmp/before-$rev" && git archive "$rev" nf4kernel | tar -x -C "/tmp/before-$rev" || exit 1
+      timed python3 scripts/host_ab.py "/tmp/before-$rev" --pairs "$pairs" --cpu 5 --json "$OUT/host-ab.json" 2>&1 | tee "$OUT/host-ab.log" | tail -n 3 ;;
     host) python3 scripts/host_breakdown.py 2>&1 | tee "$OUT/host-breakdown.txt" ;;
     repo)
       [ -d /tmp/repo/.git ] || git clone -q -b main .gpu-bundle/repo.bundle /tmp/repo || exit 1
