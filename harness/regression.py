@@ -44,7 +44,7 @@ CPU_KEYS = ("1024x512 bfloat16", "1024x512 float16")  # the smoke run's weights,
 
 
 def keys(shapes, dtypes) -> list[str]:
-    return [f"{shape} {dtype}" for shape in shapes for dtype in dtypes]
+    return [_ruler.key(shape, dtype) for shape in shapes for dtype in dtypes]
 
 
 def cuda_available() -> bool:

@@ -62,27 +62,25 @@ def child() -> dict:
     }
 
 
-def verdict(pairs: list[dict], resamples: int = 10000, seed: int = 0) -> dict:
+def verdict(pairs: list[dict]) -> dict:
     """``pairs``: [{"before": child(), "after": child()}, ...]. After's planned/torch ratio over
-    before's, per pair: the median and its 95% bootstrap interval over pairs."""
-    import random
+    before's, per pair: the median and its 95% bootstrap interval over pairs (the gate's bootstrap,
+    ``harness.decision.bootstrap_interval``)."""
+    from harness import decision
 
     change = [
         (p["after"]["planned_us"] / p["after"]["torch_us"]) / (p["before"]["planned_us"] / p["before"]["torch_us"])
         for p in pairs
     ]
-    rng = random.Random(seed)
-    draws = sorted(statistics.median(rng.choices(change, k=len(change))) for _ in range(resamples))
-    raw = {side: statistics.median(p[side]["planned_us"] for p in pairs) for side in ("before", "after")}
+    low, high = decision.bootstrap_interval(change)
+    sides = ("before", "after")
     return {
         "pairs": len(pairs),
         "change": statistics.median(change),
-        "ci_low": draws[int(0.025 * resamples)],
-        "ci_high": draws[int(0.975 * resamples) - 1],
-        "planned_us_median": raw,
-        "torch_us_median": {
-            side: statistics.median(p[side]["torch_us"] for p in pairs) for side in ("before", "after")
-        },
+        "ci_low": low,
+        "ci_high": high,
+        "planned_us_median": {side: statistics.median(p[side]["planned_us"] for p in pairs) for side in sides},
+        "torch_us_median": {side: statistics.median(p[side]["torch_us"] for p in pairs) for side in sides},
     }
 
 

@@ -4,8 +4,8 @@ often it calls a no-op, and which planted steps it catches, over random pairings
     python scripts/rule_on_recorded_runs.py [--pairings 300] [--per-shape-pairings 100]
 
 Twelve runs of one kernel (tests/harness/recorded.py: SAME_KERNEL, one H200, ten minutes) are
-shuffled into six rounds, three for the first pass and three for the re-measuring one, as
-``recorded.regression_record`` lays them out; a plant multiplies HEAD's values by its factor. Each
+shuffled into six rounds, three for the first pass and three for the re-measuring one
+(``recorded.regression_record``); a plant multiplies HEAD's values by its factor. Each
 run gives one median per result (a process's), so this exercises the rule's noise between processes,
 not within one. It is a replay of recorded figures, not a GPU measurement of the plants. "each large
 result": the runs in which every one of the six large results was called on its own. The last column
@@ -39,19 +39,6 @@ PLANTS = {
 }
 
 
-def record_for(order, slower):
-    first = recorded.paired_record(order[:6], slower)
-    passes = [first]
-    again = regression_rule.suspects(regression_rule.judge(first))
-    if again:
-        second = recorded.paired_record(order[6:], slower)
-        for rnd in second["rounds"]:
-            for side in ("base", "head"):
-                rnd[side] = {k: v for k, v in rnd[side].items() if k in again}
-        passes.append(second)
-    return {"passes": passes}
-
-
 def old_rule_fails(order, slower) -> bool:
     """The rule before issue 21, on one run of each (what it compared): any result above 1.20x, or
     the geometric mean of the kernel times above 1.07x."""
@@ -75,7 +62,7 @@ def main() -> int:
         failed = remeasured = every = large_group = old = 0
         large_called = {k: 0 for k in LARGE}
         for order in orders:
-            record = record_for(order, slower)
+            record = recorded.regression_record(slower, runs=order)
             verdict = regression_rule.decide(record)
             called = {r.name for r in verdict.called}
             failed += verdict.failed
@@ -98,7 +85,10 @@ def main() -> int:
         for step in range(5, 31):
             factor = 1 + step / 100
             caught = sum(
-                key in {r.name for r in regression_rule.decide(record_for(order, {key: factor})).called}
+                key
+                in {
+                    r.name for r in regression_rule.decide(recorded.regression_record({key: factor}, runs=order)).called
+                }
                 for order in orders[: args.per_shape_pairings]
             )
             if caught >= 0.95 * args.per_shape_pairings:

@@ -151,21 +151,26 @@ def planted_2x() -> dict:
     return {key: head[key] / base[key] for key in base}
 
 
-def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40) -> dict:
+def only(found: dict, keys) -> dict:
+    """A pass cut down to ``keys``, as a second pass re-measures only what the first left to it."""
+    rounds = [
+        {**rnd, **{side: {k: v for k, v in rnd[side].items() if k in keys} for side in ("base", "head")}}
+        for rnd in found["rounds"]
+    ]
+    return {**found, "rounds": rounds, "bytes": {k: v for k, v in found.get("bytes", {}).items() if k in keys}}
+
+
+def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, runs=SAME_KERNEL) -> dict:
     """A whole record as ``harness.regression --measure-only`` writes it: a first pass of three rounds
-    (the first six same-kernel runs) and, for what it leaves to re-measure, a second (the last six)."""
+    (the first six of ``runs``, same-kernel runs) and, for what it leaves to re-measure, a second (the
+    last six)."""
     from harness import regression_rule
 
-    first = paired_record(SAME_KERNEL[:6], slower)
+    first = paired_record(runs[:6], slower)
     passes = [first]
     again = regression_rule.suspects(regression_rule.judge(first))
     if again:
-        second = paired_record(SAME_KERNEL[6:], slower)
-        for rnd in second["rounds"]:
-            for side in ("base", "head"):
-                rnd[side] = {k: v for k, v in rnd[side].items() if k in again}
-        second["bytes"] = {k: v for k, v in second["bytes"].items() if k in again}
-        passes.append(second)
+        passes.append(only(paired_record(runs[6:], slower), again))
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 
