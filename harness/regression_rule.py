@@ -195,10 +195,11 @@ def judge(
     results = []
     limit = 1 + min_change
     for key in keys:
-        change = float(np.median([np.median(r["head"][key]) / np.median(r["base"][key]) for r in rounds]))
+        base_medians = np.array([np.median(r["base"][key]) for r in rounds])  # one per process
+        head_medians = np.array([np.median(r["head"][key]) for r in rounds])
+        change = float(np.median(head_medians / base_medians))
         low, high = _percentiles(draws[key], level)
-        base_s = float(np.median([np.median(r["base"][key]) for r in rounds]))
-        head_s = float(np.median([np.median(r["head"][key]) for r in rounds]))
+        base_s, head_s = float(np.median(base_medians)), float(np.median(head_medians))
         results.append(Reading(key, change, low, high, n_rounds, limit, _call(low, high, limit), base_s, head_s))
 
     found = []
