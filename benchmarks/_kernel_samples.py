@@ -64,6 +64,15 @@ def _state_reader():
     return lambda: gpu_state.snapshot(device)
 
 
+def warm_up(ours, key: str) -> None:
+    """One discarded timing of the first weight. Without it, the first weight a process times is
+    timed on a GPU left idle through the imports: ``do_bench`` sizes its loop from five calls made
+    then, so on an H100 that weight got 30-104 calls (median 74) where every later one got 161-1066
+    (median 764), the first of them 2-5x slow (benchmarks/results/regression-power/h100/README.md)."""
+    layer = _ruler.build_weight(*key.split())
+    _ruler.kernel_samples(lambda: ours(layer))
+
+
 def measure(keys: list[str], device: str) -> dict:
     import nf4kernel
 
@@ -83,6 +92,7 @@ def measure(keys: list[str], device: str) -> dict:
     ours, oracle = _ruler.implementation("nf4kernel"), _ruler.implementation("bitsandbytes")
     state = _state_reader()
     found["states"] = {}
+    warm_up(ours, keys[0])
     for key in keys:
         layer = _ruler.build_weight(*key.split())
         if not torch.equal(ours(layer), oracle(layer)):
