@@ -5,6 +5,14 @@ slowdowns of known size (``harness/plants/``), and the gate's relative check on 
     python -m harness.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
     python -m harness.power gate --out DIR [--plants ...]
     python -m harness.power report --out DIR       # the tables from what DIR holds (no GPU)
+    python -m harness.power resample --out DIR --draws 1000   # false alarms, from DIR's no-op processes (no GPU)
+
+``resample`` estimates the false-alarm rate beyond the runs made: it builds no-op runs of the rule's
+shape (3 rounds, then 5 for whatever is left open or called) from the processes the recorded no-op runs
+timed, drawn without replacement in each run, and decides each. It assumes processes are
+interchangeable across runs; real runs pair neighbouring processes, which often share a level (see
+the H100 README), so drawing them apart makes pairs noisier than a real run's: the estimate leans
+towards more false alarms, not fewer.
 
 A no-op run is ``harness.regression HEAD HEAD`` (this commit's kernel staged twice); a ladder run is
 ``harness.regression HEAD P``, P a commit made here of HEAD with the plant applied; a gate run
@@ -20,14 +28,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import json
+import random
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness import kernel_source, regression, regression_rule
+from harness import kernel_source, paired_rounds, regression, regression_rule
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # harness/plants/<name>.patch
@@ -79,6 +89,7 @@ def regression_run(out: Path, kind: str, head: str, plant: str | None, n: int) -
     started = time.perf_counter()
     code = regression.main(["HEAD", head, "--measure-only", "--record", str(record_path)])
     line = {"kind": kind, "plant": plant, "run": n, "exit": code, "seconds": round(time.perf_counter() - started)}
+    line["commit"] = kernel_source.resolve("HEAD")[:7]  # BASE: the commit a no-op or a plant is measured on
     if code == 0:
         line.update(summarize(json.loads(record_path.read_text())), record=record_path.name)
     append(out, line)
@@ -115,6 +126,85 @@ def gate_run(out: Path, plant: str, head: str) -> None:
     print(f"power: gate {plant}: exit {verdict.returncode}", flush=True)
 
 
+def read_record(path: Path) -> dict:
+    """A run's record, as written or gzipped for committing."""
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as f:
+        return json.load(f)
+
+
+def noop_processes(records: list[dict]) -> list[dict]:
+    """Every process of the no-op records (BASE and HEAD one commit) that timed every result:
+    ``{result: [seconds per call]}``. Refuses records of more than one commit."""
+    noops = [r for r in records if r["base"] == r["head"]]
+    commits = {r["head"] for r in noops}
+    if len(commits) != 1:
+        raise ValueError(f"no-op records of one commit are needed, got {len(commits)} commits")
+    timed = [rnd[side] for r in noops for p in r["passes"] for rnd in p["rounds"] for side in ("base", "head")]
+    every = max(len(t) for t in timed)
+    return [t for t in timed if len(t) == every]
+
+
+def resampled_noops(
+    records: list[dict], draws: int, seed: int = 0, resamples: int = 500, min_change: float | None = None
+) -> dict:
+    """The rule's verdict on ``draws`` no-op runs built from the records' processes (module docstring).
+    ``resamples`` per interval is fewer than the rule's 2000 to make many draws affordable;
+    ``min_change`` replaces the rule's practical minimum per result (to see what a laxer one costs)."""
+    limit = min_change or regression_rule.DEFAULT_MIN_CHANGE
+    pool = noop_processes(records)
+    first_n, second_n = paired_rounds.FIRST_ROUNDS, paired_rounds.SECOND_ROUNDS
+    need = 2 * (first_n + second_n)
+    if len(pool) < need:
+        raise ValueError(f"{len(pool)} whole processes recorded; a run of the rule's shape draws {need}")
+    shape = next(r for r in records if r["base"] == r["head"])["passes"][0]
+    extra = {"bytes": shape["bytes"], "peak_bytes": {}}
+    rng = random.Random(seed)
+    failed, re_measured, called = [], 0, {}
+    for draw in range(draws):
+        picked = rng.sample(pool, need)
+        rounds = [{"base": picked[2 * i], "head": picked[2 * i + 1]} for i in range(first_n + second_n)]
+        first = {"rounds": rounds[:first_n], **extra}
+        again = regression_rule.suspects(regression_rule.judge(first, limit, resamples=resamples))
+        passes = [first]
+        if again:
+            re_measured += 1
+            second = [{side: {k: rnd[side][k] for k in again} for side in ("base", "head")} for rnd in rounds[first_n:]]
+            passes.append({"rounds": second, **extra})
+        verdict = regression_rule.decide({"passes": passes}, limit, resamples=resamples)
+        if verdict.failed:
+            failed.append(draw)
+            for r in verdict.called:
+                called[r.name] = called.get(r.name, 0) + 1
+    return {
+        "draws": draws,
+        "processes": len(pool),
+        "seed": seed,
+        "resamples": resamples,
+        "min_change": limit,
+        "failed": len(failed),
+        "failed_draws": failed,
+        "re_measured": re_measured,
+        "called": called,
+        "upper_95": _upper_95(len(failed), draws),
+    }
+
+
+def _upper_95(failures: int, draws: int) -> float:
+    """One-sided 95% upper bound on a rate seen ``failures`` times in ``draws`` (Clopper-Pearson),
+    by bisection on the binomial tail (no scipy here)."""
+    from math import comb
+
+    def tail(p: float) -> float:  # P(X <= failures) at rate p
+        return sum(comb(draws, k) * p**k * (1 - p) ** (draws - k) for k in range(failures + 1))
+
+    low, high = failures / draws, 1.0
+    for _ in range(60):
+        mid = (low + high) / 2
+        low, high = (mid, high) if tail(mid) > 0.05 else (low, mid)
+    return high
+
+
 def report(out: Path) -> str:
     """Markdown: the no-op runs (the largest change each saw, how close it came), the ladder, the gate."""
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines() if line.strip()]
@@ -122,15 +212,19 @@ def report(out: Path) -> str:
         "| run | verdict | called | largest per-result change | closest to its limit |",
         "| --- | --- | --- | --- | --- |",
     ]
+    seen: dict[str, int] = {}  # runs numbered per kind and plant in the file's order (commands restart at 1)
     for r in runs:
         if r["kind"] == "gate":
             continue
+        what = f"{r['kind']} {r['plant'] or ''}"
+        seen[what] = seen.get(what, 0) + 1
+        name = f"{what} #{seen[what]}" + (f" ({r['commit']})" if r.get("commit") else "")
         if r["exit"] != 0:
-            lines.append(f"| {r['kind']} {r['plant'] or ''} #{r['run']} | measurement exit {r['exit']} | | | |")
+            lines.append(f"| {name} | measurement exit {r['exit']} | | | |")
             continue
         big, near = r["largest_change"], r["closest_to_failing"]
         lines.append(
-            f"| {r['kind']} {r['plant'] or ''} #{r['run']} | {'FAIL' if r['failed'] else 'pass'} | {len(r['called'])} "
+            f"| {name} | {'FAIL' if r['failed'] else 'pass'} | {len(r['called'])} "
             f"| {big['name']} {big['change']:.3f}x (noise ±{big['noise']:.1%}) "
             f"| {near['name']}: interval from {near['ci_low']:.3f}, limit {near['limit']:.2f} |"
         )
@@ -147,11 +241,28 @@ def report(out: Path) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.power", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("noop", "ladder", "gate", "report"))
+    parser.add_argument("what", choices=("noop", "ladder", "gate", "report", "resample"))
     parser.add_argument("--out", required=True, type=Path, help="where the records and runs.jsonl go")
     parser.add_argument("--runs", type=int, default=10, help="noop: how many (%(default)s)")
     parser.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS)
+    parser.add_argument("--draws", type=int, default=1000, help="resample: no-op runs to build (%(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="resample: which draws (%(default)s)")
     args = parser.parse_args(argv)
+    if args.what == "resample":
+        records = [read_record(p) for p in sorted(args.out.glob("noop-*.json*"))]
+        if not records:
+            parser.error(f"{args.out} holds no no-op records: measure first")
+        try:
+            found = resampled_noops(records, args.draws, args.seed)
+        except ValueError as error:
+            parser.error(str(error))
+        (args.out / "resampled-noops.json").write_text(json.dumps(found, indent=1) + "\n")
+        print(
+            f"power: {found['failed']} of {found['draws']} no-op runs built from {found['processes']} recorded "
+            f"processes failed (95% upper bound {found['upper_95']:.2%}); {found['re_measured']} re-measured; "
+            f"called: {found['called'] or 'nothing'}"
+        )
+        return 0
     if args.what == "report":
         if not (args.out / "runs.jsonl").is_file():
             parser.error(f"{args.out} holds no runs.jsonl: measure first")

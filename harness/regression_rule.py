@@ -263,7 +263,9 @@ def memory_grown(found: dict) -> list[dict]:
     ]
 
 
-def decide(record: dict, min_change: float | None = None, min_group_change: float | None = None) -> Judgement:
+def decide(
+    record: dict, min_change: float | None = None, min_group_change: float | None = None, resamples: int = RESAMPLES
+) -> Judgement:
     """The verdict on a whole record (``paired_rounds.measure``): the first pass judged, its suspects
     decided by the second pass, peak memory compared. The limits are the record's unless given.
     ValueError where the record can't support a verdict (no passes, or suspects never re-measured)."""
@@ -273,7 +275,7 @@ def decide(record: dict, min_change: float | None = None, min_group_change: floa
     passes = record.get("passes") if isinstance(record, dict) else None
     if not isinstance(passes, list) or not passes:
         raise ValueError("the record holds no measured pass")
-    first = judge(passes[0], min_change, min_group_change)
+    first = judge(passes[0], min_change, min_group_change, resamples=resamples)
     again = suspects(first)
     verdict = first
     if again:
@@ -283,7 +285,8 @@ def decide(record: dict, min_change: float | None = None, min_group_change: floa
         missing = sorted(set(again) - set(measured))
         if missing:
             raise ValueError(f"the second pass did not re-measure {', '.join(missing)}")
-        second = judge(passes[1], min_change, min_group_change, groups=set(measured) >= {r.name for r in first.results})
+        every = set(measured) >= {r.name for r in first.results}
+        second = judge(passes[1], min_change, min_group_change, resamples=resamples, groups=every)
         second.results = [r for r in second.results if r.name in again]
         verdict = merge(first, second)
     verdict.memory = memory_grown(passes[0])

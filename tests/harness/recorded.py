@@ -174,13 +174,22 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 
-H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.power ladder on an H100, a859f84
+H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.power on an H100: a859f84, then 637a7c4
 
 
 def h100_ladder(plant: str) -> dict:
     """A whole record as the regression check wrote it on an H100 for a planted slowdown (every call's
-    time, per result, per process): ``large-10pct`` or ``all-5pct``."""
+    time, per result, per process): ``large-5pct``, ``large-10pct``, ``large-20pct`` or ``all-5pct``."""
     import gzip
 
     (path,) = H100_LADDER.glob(f"ladder-{plant}-*.json.gz")
+    return json.loads(gzip.decompress(path.read_bytes()))
+
+
+H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))  # harness.power noop on one H100, 637a7c4
+
+
+def h100_noop(path: Path) -> dict:
+    import gzip
+
     return json.loads(gzip.decompress(path.read_bytes()))

@@ -52,3 +52,40 @@ def test_report_without_runs_says_measure_first(tmp_path, capsys):
     with pytest.raises(SystemExit) as stopped:
         power.main(["report", "--out", str(tmp_path)])
     assert stopped.value.code == 2 and "measure first" in capsys.readouterr().err
+
+
+# --- False alarms beyond the runs made: no-op runs built from recorded processes ---------------------
+
+
+def _h100_noops() -> list[dict]:
+    return [recorded.h100_noop(p) for p in recorded.H100_NOOPS]
+
+
+def test_resampled_no_ops_are_built_from_whole_processes_of_one_commit():
+    records = _h100_noops()
+    pool = power.noop_processes(records)
+    assert len(pool) >= 36 and all(len(p) == 12 for p in pool)
+    found = power.resampled_noops(records, draws=3, seed=1)
+    assert found["draws"] == 3 and found["processes"] == len(pool)
+    assert found == power.resampled_noops(records, draws=3, seed=1)  # the seed names the draws
+
+
+def test_resampling_refuses_records_of_two_commits():
+    other = {**_h100_noops()[0], "base": "f" * 40, "head": "f" * 40}
+    with pytest.raises(ValueError, match="one commit"):
+        power.resampled_noops([*_h100_noops()[:2], other], draws=1)
+
+
+def test_resampling_counts_the_false_alarms_a_rule_without_a_practical_minimum_raises():
+    """No-op runs drawn from the H100's real processes: called where any change beyond the noise is
+    called, never under the rule's 5%. The estimate can fail, and the 5% minimum is what it shows
+    matters (the same ten draws, one seed)."""
+    records = _h100_noops()
+    lax = power.resampled_noops(records, draws=10, seed=2, min_change=1e-9)
+    assert lax["failed"] > 0 and sum(lax["called"].values()) >= lax["failed"], lax
+    assert power.resampled_noops(records, draws=10, seed=2)["failed"] == 0
+
+
+def test_the_upper_bound_of_a_rate_never_seen():
+    assert power._upper_95(0, 1000) == pytest.approx(0.0030, abs=0.0001)  # the "rule of three"
+    assert power._upper_95(5, 1000) == pytest.approx(0.0105, abs=0.0002)

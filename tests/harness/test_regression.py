@@ -194,6 +194,31 @@ def test_a_recorded_h100_slowdown_confined_to_the_large_weights_is_called(tmp_pa
     assert called == {*LARGE, "every result", "large weights (16 MB and more packed)"}
 
 
+@pytest.mark.parametrize("path", recorded.H100_NOOPS, ids=[p.name.split(".")[0] for p in recorded.H100_NOOPS])
+def test_each_recorded_h100_no_op_passes(tmp_path, capsys, path):
+    """The no-op runs of one commit on one H100 (harness.power noop), replayed: nothing called."""
+    record = recorded.h100_noop(path)
+    assert record["base"] == record["head"]
+    assert regression.main(["--replay", write(tmp_path, record)]) == 0
+    assert "regression: PASS" in capsys.readouterr().out
+
+
+def test_the_h100_no_op_records_are_there():
+    """Without them the test above would be parametrized over nothing and vanish without a word."""
+    assert len(recorded.H100_NOOPS) >= 6
+
+
+@pytest.mark.parametrize("plant", ["large-5pct", "large-10pct", "large-20pct", "all-5pct"])
+def test_each_recorded_h100_plant_is_called_on_every_result_it_slows(tmp_path, capsys, plant):
+    """The planted ladder as the H100 measured it: every result a plant slows is called, and both
+    groups. (What else was called is in the H100 README: large-5pct also called 4096x1024 float16.)"""
+    assert regression.main(["--replay", write(tmp_path, recorded.h100_ladder(plant))]) == 1
+    out = capsys.readouterr().out
+    called = {line.split(": ")[2] for line in out.splitlines() if line.startswith("regression: slower: ")}
+    slowed = LARGE if plant.startswith("large") else KEYS
+    assert called >= {*slowed, "every result", "large weights (16 MB and more packed)"}, called
+
+
 def _same_kernel_rounds(rounds: list[dict], shift: int) -> list[dict]:
     """A no-op from real samples: each round's BASE process, against the BASE process of another
     round as HEAD (two processes of one kernel)."""
