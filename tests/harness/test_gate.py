@@ -385,3 +385,18 @@ def test_measure_aa_times_one_function_in_two_slots(stand_ins):
     assert measured["mode"] == "aa" and set(measured["seconds"]) == {"A", "B"}
     assert len(measured["round_states"]) == 5 and [s["label"] for s in measured["shapes"]] == ["2048x8192 float16"] * 3
     assert noise.report(measured)["whole_round"]["largest_deviation"] == 0  # the stand-in times A and B alike
+
+
+def test_the_relative_check_replayed_on_recorded_runs_fails_only_large_drops():
+    """scripts/gate_relative_on_recorded_runs.py: every PR-and-pooled-base combination of the five
+    recorded H200 runs passes a no-op, and fails a 50% slowdown of every MLP."""
+    import importlib.util
+
+    script = Path(__file__).resolve().parents[2] / "scripts" / "gate_relative_on_recorded_runs.py"
+    spec = importlib.util.spec_from_file_location("gate_relative", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    runs = [json.loads(p.read_text()) for p in module.RUNS]
+    every = set(range(len(runs[0]["shapes"])))
+    assert module.replay(runs, 1.0, every)[:2] == (0, 30)
+    assert module.replay(runs, 1.5, every)[:2] == (30, 30)
