@@ -91,7 +91,7 @@ def regression_run(out: Path, kind: str, head: str, plant: str | None, n: int) -
     line = {"kind": kind, "plant": plant, "run": n, "exit": code, "seconds": round(time.perf_counter() - started)}
     line["commit"] = kernel_source.resolve("HEAD")[:7]  # BASE: the commit a no-op or a plant is measured on
     if code == 0:
-        line.update(summarize(json.loads(record_path.read_text())), record=record_path.name)
+        line.update(summarize(read_record(record_path)), record=record_path.name)
     append(out, line)
     print(f"power: {name}: {'FAIL' if line.get('failed') else 'pass'} ({line['seconds']} s)", flush=True)
 
@@ -169,8 +169,7 @@ def resampled_noops(
         passes = [first]
         if again:
             re_measured += 1
-            second = [{side: {k: rnd[side][k] for k in again} for side in ("base", "head")} for rnd in rounds[first_n:]]
-            passes.append({"rounds": second, **extra})
+            passes.append(regression_rule.only({"rounds": rounds[first_n:], **extra}, again))
         verdict = regression_rule.decide({"passes": passes}, limit, resamples=resamples)
         if verdict.failed:
             failed.append(draw)

@@ -226,6 +226,15 @@ def suspects(judgement: Judgement) -> list[str]:
     return [r.name for r in judgement.results if r.call in (SLOWER, OPEN)]
 
 
+def only(found: dict, keys) -> dict:
+    """A pass cut down to ``keys``, as a second pass re-measures only what the first left to it."""
+    rounds = [
+        {**rnd, **{side: {k: v for k, v in rnd[side].items() if k in keys} for side in ("base", "head")}}
+        for rnd in found["rounds"]
+    ]
+    return {**found, "rounds": rounds, "bytes": {k: v for k, v in found.get("bytes", {}).items() if k in keys}}
+
+
 def merge(first: Judgement, second: Judgement) -> Judgement:
     """The verdict: the second pass decides every result it re-measured (the first's reading kept
     beside it), and the groups where it re-measured every result; the first pass decides the rest."""

@@ -5,7 +5,7 @@ runs: which planted slowdowns of nf4kernel it fails, beside the regression check
     python scripts/gate_relative_on_recorded_runs.py
 
 Five gate runs of one commit on one H200 (benchmarks/results/gate-h200-run{1..5}.json, 5 rounds
-each) play every PR-and-base combination gpu.yml's gate job makes: one run as the PR, two others
+each, ``recorded.committed``) play every PR-and-base combination gpu.yml's gate job makes: one run as the PR, two others
 pooled as its base (measured before and after it), 5 x 6 = 30 in all. A plant multiplies the PR's
 nf4kernel times by its factor, on the large MLP (4096x14336: its weights are 29 MB packed, the
 regression check's "16 MB and more") or on every MLP. It is a replay of recorded figures under an
@@ -15,27 +15,18 @@ assumed size in time, not a GPU measurement of the plants (issue 21 asks for tha
 from __future__ import annotations
 
 import itertools
-import json
 import statistics
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT)]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
+
+import recorded  # noqa: E402
 
 from harness import decision  # noqa: E402
 
-RUNS = [ROOT / "benchmarks" / "results" / f"gate-h200-run{i}.json" for i in range(1, 6)]
 FACTORS = (1.0, 1.06, 1.10, 1.15, 1.20, 1.25, 1.30, 1.50)
-
-
-def planted(record: dict, factor: float, shapes: set[int]) -> dict:
-    """A copy of ``record`` with nf4kernel's time on ``shapes`` (indices) multiplied by ``factor``."""
-    copy = json.loads(json.dumps(record))
-    copy["seconds"]["nf4kernel"] = [
-        [s * factor if i in shapes else s for i, s in enumerate(rnd)] for rnd in copy["seconds"]["nf4kernel"]
-    ]
-    return copy
 
 
 def replay(runs: list[dict], factor: float, shapes: set[int]) -> tuple[int, int, list[float]]:
@@ -44,18 +35,18 @@ def replay(runs: list[dict], factor: float, shapes: set[int]) -> tuple[int, int,
     for i, pr in enumerate(runs):
         others = [r for j, r in enumerate(runs) if j != i]
         for before, after in itertools.combinations(others, 2):
-            found = decision.compare(planted(pr, factor, shapes), decision.pool([before, after]))
+            found = decision.compare(recorded.scaled(pr, factor, shapes=shapes), decision.pool([before, after]))
             failed += found["failed"]
             ratios.append(found["ratio"])
     return failed, len(ratios), ratios
 
 
 def main() -> int:
-    runs = [json.loads(p.read_text()) for p in RUNS]
+    runs = [recorded.committed(run) for run in recorded.COMMITTED_RUNS]
     labels = [s["label"] for s in runs[0]["shapes"]]
     large = {i for i, label in enumerate(labels) if label.startswith("4096x14336")}
     share = statistics.median(sum(rnd[i] for i in large) / sum(rnd) for r in runs for rnd in r["seconds"]["nf4kernel"])
-    print(f"{len(RUNS)} H200 gate runs ({', '.join(labels)}); the large MLP is {share:.0%} of nf4kernel's time.")
+    print(f"{len(runs)} H200 gate runs ({', '.join(labels)}); the large MLP is {share:.0%} of nf4kernel's time.")
     print(f"The relative check fails a drop of more than {decision.DEFAULT_MAX_DROP:.0%} with 95% confidence.\n")
     print("| nf4kernel slower by | large MLP: failed | speed-up vs base | every MLP: failed | speed-up vs base |")
     print("| --- | ---: | --- | ---: | --- |")

@@ -45,10 +45,13 @@ def committed(run: int) -> dict:
     return json.loads((RESULTS / f"gate-h200-run{run}.json").read_text())
 
 
-def scaled(recorded: dict, factor: float, name: str = "nf4kernel") -> dict:
-    """A copy with every one of ``name``'s timings multiplied by ``factor`` (1.25: 25% slower)."""
+def scaled(recorded: dict, factor: float, name: str = "nf4kernel", shapes=None) -> dict:
+    """A copy with ``name``'s timings multiplied by ``factor`` (1.25: 25% slower), on every shape or
+    on the shapes (indices) given."""
     copy = json.loads(json.dumps(recorded))
-    copy["seconds"][name] = [[s * factor for s in shapes] for shapes in copy["seconds"][name]]
+    copy["seconds"][name] = [
+        [s * factor if shapes is None or i in shapes else s for i, s in enumerate(rnd)] for rnd in copy["seconds"][name]
+    ]
     return copy
 
 
@@ -151,15 +154,6 @@ def planted_2x() -> dict:
     return {key: head[key] / base[key] for key in base}
 
 
-def only(found: dict, keys) -> dict:
-    """A pass cut down to ``keys``, as a second pass re-measures only what the first left to it."""
-    rounds = [
-        {**rnd, **{side: {k: v for k, v in rnd[side].items() if k in keys} for side in ("base", "head")}}
-        for rnd in found["rounds"]
-    ]
-    return {**found, "rounds": rounds, "bytes": {k: v for k, v in found.get("bytes", {}).items() if k in keys}}
-
-
 def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, runs=SAME_KERNEL) -> dict:
     """A whole record as ``harness.regression --measure-only`` writes it: a first pass of three rounds
     (the first six of ``runs``, same-kernel runs) and, for what it leaves to re-measure, a second (the
@@ -170,7 +164,7 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     passes = [first]
     again = regression_rule.suspects(regression_rule.judge(first))
     if again:
-        passes.append(only(paired_record(runs[6:], slower), again))
+        passes.append(regression_rule.only(paired_record(runs[6:], slower), again))
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 
@@ -180,16 +174,10 @@ H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.power on an H100:
 def h100_ladder(plant: str) -> dict:
     """A whole record as the regression check wrote it on an H100 for a planted slowdown (every call's
     time, per result, per process): ``large-5pct``, ``large-10pct``, ``large-20pct`` or ``all-5pct``."""
-    import gzip
+    from harness import power
 
     (path,) = H100_LADDER.glob(f"ladder-{plant}-*.json.gz")
-    return json.loads(gzip.decompress(path.read_bytes()))
+    return power.read_record(path)
 
 
-H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))  # harness.power noop on one H100, 637a7c4
-
-
-def h100_noop(path: Path) -> dict:
-    import gzip
-
-    return json.loads(gzip.decompress(path.read_bytes()))
+H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))  # harness.power noop on one H100, 637a7c4 (power.read_record)

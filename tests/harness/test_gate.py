@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from recorded import STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
+from recorded import COMMITTED_RUNS, STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
 from harness import decision, gate, gate_table, gpu_state, noise, workload
 
@@ -396,7 +396,7 @@ def test_the_relative_check_replayed_on_recorded_runs_fails_only_large_drops():
     spec = importlib.util.spec_from_file_location("gate_relative", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    runs = [json.loads(p.read_text()) for p in module.RUNS]
+    runs = [committed(run) for run in COMMITTED_RUNS]
     every = set(range(len(runs[0]["shapes"])))
     assert module.replay(runs, 1.0, every)[:2] == (0, 30)
     assert module.replay(runs, 1.5, every)[:2] == (30, 30)

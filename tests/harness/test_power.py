@@ -58,7 +58,7 @@ def test_report_without_runs_says_measure_first(tmp_path, capsys):
 
 
 def _h100_noops() -> list[dict]:
-    return [recorded.h100_noop(p) for p in recorded.H100_NOOPS]
+    return [power.read_record(p) for p in recorded.H100_NOOPS]
 
 
 def test_resampled_no_ops_are_built_from_whole_processes_of_one_commit():

@@ -15,7 +15,7 @@ import pytest
 import recorded
 import torch
 
-from harness import paired_rounds, regression, regression_rule
+from harness import paired_rounds, power, regression, regression_rule
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
@@ -197,7 +197,7 @@ def test_a_recorded_h100_slowdown_confined_to_the_large_weights_is_called(tmp_pa
 @pytest.mark.parametrize("path", recorded.H100_NOOPS, ids=[p.name.split(".")[0] for p in recorded.H100_NOOPS])
 def test_each_recorded_h100_no_op_passes(tmp_path, capsys, path):
     """The no-op runs of one commit on one H100 (harness.power noop), replayed: nothing called."""
-    record = recorded.h100_noop(path)
+    record = power.read_record(path)
     assert record["base"] == record["head"]
     assert regression.main(["--replay", write(tmp_path, record)]) == 0
     assert "regression: PASS" in capsys.readouterr().out
@@ -244,7 +244,7 @@ def test_a_recorded_process_five_times_slow_is_re_measured_and_not_believed(tmp_
     again = regression_rule.suspects(regression_rule.judge(first))
     assert slow_key in again
     rounds = _same_kernel_rounds(real["passes"][1]["rounds"][:4], 1)
-    second = recorded.only({"rounds": rounds, "bytes": first["bytes"]}, again)
+    second = regression_rule.only({"rounds": rounds, "bytes": first["bytes"]}, again)
     record = {"base": "b" * 40, "head": "h" * 40, "device": real["device"], "passes": [first, second]}
     assert regression.main(["--replay", write(tmp_path, record)]) == 0
     assert "regression: PASS" in capsys.readouterr().out
