@@ -5,7 +5,7 @@ slowdowns of known size (``harness/plants/``), and the gate's relative check on 
     python -m harness.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
     python -m harness.power gate --out DIR [--plants ...]
     python -m harness.power report --out DIR       # the tables from what DIR holds (no GPU)
-    python -m harness.power resample --out DIR --draws 1000   # false alarms, from DIR's no-op processes (no GPU)
+    python -m harness.power resample --out DIR [--commit C]   # false alarms, from DIR's no-op processes (no GPU)
 
 ``resample`` estimates the false-alarm rate beyond the runs made: it builds no-op runs of the rule's
 shape (3 rounds, then 5 for whatever is left open or called) from the processes the recorded no-op runs
@@ -116,6 +116,7 @@ def gate_run(out: Path, plant: str, head: str) -> None:
     line = {
         "kind": "gate",
         "plant": plant,
+        "commit": kernel_source.resolve("HEAD")[:7],  # the base the plant is measured against
         "exit": verdict.returncode,
         "said": verdict.stdout.strip().splitlines()[-1:],
     }
@@ -139,7 +140,10 @@ def noop_processes(records: list[dict]) -> list[dict]:
     noops = [r for r in records if r["base"] == r["head"]]
     commits = {r["head"] for r in noops}
     if len(commits) != 1:
-        raise ValueError(f"no-op records of one commit are needed, got {len(commits)} commits")
+        named = ", ".join(sorted(c[:7] for c in commits)) or "none"
+        raise ValueError(
+            f"no-op records of one commit are needed, got {len(commits)} commits ({named}): choose with --commit"
+        )
     timed = [rnd[side] for r in noops for p in r["passes"] for rnd in p["rounds"] for side in ("base", "head")]
     every = max(len(t) for t in timed)
     return [t for t in timed if len(t) == every]
@@ -246,9 +250,11 @@ def main(argv=None) -> int:
     parser.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS)
     parser.add_argument("--draws", type=int, default=1000, help="resample: no-op runs to build (%(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="resample: which draws (%(default)s)")
+    parser.add_argument("--commit", default="", help="resample: only the no-op records of this commit (a prefix)")
     args = parser.parse_args(argv)
     if args.what == "resample":
         records = [read_record(p) for p in sorted(args.out.glob("noop-*.json*"))]
+        records = [r for r in records if r["head"].startswith(args.commit)]
         if not records:
             parser.error(f"{args.out} holds no no-op records: measure first")
         try:

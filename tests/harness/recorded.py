@@ -180,4 +180,5 @@ def h100_ladder(plant: str) -> dict:
     return power.read_record(path)
 
 
-H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))  # harness.power noop on one H100, 637a7c4 (power.read_record)
+# harness.power noop on H100s: six of 637a7c4 on one machine, one of 7b9ff45 (power.read_record)
+H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))
