@@ -134,6 +134,12 @@ def read_record(path: Path) -> dict:
         return json.load(f)
 
 
+def noop_records(out: Path, commit: str = "") -> list[dict]:
+    """The no-op records ``out`` holds (as written or gzipped), those of ``commit`` (a prefix) if given."""
+    records = [read_record(p) for p in sorted(out.glob("noop-*.json*"))]
+    return [r for r in records if r["head"].startswith(commit)]
+
+
 def noop_processes(records: list[dict]) -> list[dict]:
     """Every process of the no-op records (BASE and HEAD one commit) that timed every result:
     ``{result: [seconds per call]}``. Refuses records of more than one commit."""
@@ -253,10 +259,10 @@ def main(argv=None) -> int:
     parser.add_argument("--commit", default="", help="resample: only the no-op records of this commit (a prefix)")
     args = parser.parse_args(argv)
     if args.what == "resample":
-        records = [read_record(p) for p in sorted(args.out.glob("noop-*.json*"))]
-        records = [r for r in records if r["head"].startswith(args.commit)]
+        records = noop_records(args.out, args.commit)
         if not records:
-            parser.error(f"{args.out} holds no no-op records: measure first")
+            of = f" of {args.commit}" if args.commit else ""
+            parser.error(f"{args.out} holds no no-op records{of}: measure first")
         try:
             found = resampled_noops(records, args.draws, args.seed)
         except ValueError as error:

@@ -59,8 +59,7 @@ def test_report_without_runs_says_measure_first(tmp_path, capsys):
 
 def _h100_noops() -> list[dict]:
     """The six no-op runs of 637a7c4, on one machine (the directory also holds later commits' runs)."""
-    records = [power.read_record(p) for p in recorded.H100_NOOPS]
-    return [r for r in records if r["head"].startswith("637a7c4")]
+    return power.noop_records(recorded.H100_LADDER, "637a7c4")
 
 
 def test_resampled_no_ops_are_built_from_whole_processes_of_one_commit():
@@ -73,9 +72,10 @@ def test_resampled_no_ops_are_built_from_whole_processes_of_one_commit():
 
 
 def test_resampling_refuses_records_of_two_commits():
-    other = {**_h100_noops()[0], "base": "f" * 40, "head": "f" * 40}
+    records = _h100_noops()
+    other = {**records[0], "base": "f" * 40, "head": "f" * 40}
     with pytest.raises(ValueError, match="one commit"):
-        power.resampled_noops([*_h100_noops()[:2], other], draws=1)
+        power.resampled_noops([*records[:2], other], draws=1)
 
 
 def test_resampling_counts_the_false_alarms_a_rule_without_a_practical_minimum_raises():
