@@ -1,9 +1,15 @@
 """nf4kernel: bit-exact bitsandbytes NF4/FP4 dequantization in one Triton launch."""
 
-__all__ = ["dequantize", "dequantize_reference", "fast_dequantize"]
+__all__ = ["dequantize", "dequantize_reference", "fast_dequantize", "patch", "unpatch"]
 __version__ = "0.1.0"
 
-_EXPORTS = {"dequantize": ".api", "fast_dequantize": ".api", "dequantize_reference": ".reference"}
+_EXPORTS = {
+    "dequantize": ".api",
+    "fast_dequantize": ".api",
+    "dequantize_reference": ".reference",
+    "patch": ".patching",
+    "unpatch": ".patching",
+}
 
 
 def __getattr__(name: str):

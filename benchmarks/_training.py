@@ -1,0 +1,338 @@
+"""A QLoRA training step measured end to end: stock bitsandbytes, Unsloth's dequantizer and nf4kernel
+in the same model, only the dequantizer changing between columns (issue 20).
+
+    python -m benchmarks._training --out benchmarks/results/training/h100      # needs a CUDA GPU
+
+The model is what a user loads: a Llama checkpoint (random weights, from a ``transformers`` config,
+saved and loaded back through ``from_pretrained`` with a 4-bit ``BitsAndBytesConfig``; nothing is
+downloaded), ``prepare_model_for_kbit_training``, PEFT LoRA r=16 on every linear. On the GPU it has
+Llama-3-8B's layer dimensions and a few layers; the tests use the same code on a tiny one.
+
+For each setting (batch x sequence): first the columns' losses over a few steps from the same adapter
+and optimizer state, which must be ``torch.equal`` (a column that is fast and wrong is no column);
+then interleaved rounds of steps, each column timed in every round (wall clock over the steps, the
+GPU synchronized at both ends), the median over rounds; the peak memory of a round; where one step's
+GPU time goes (torch.profiler: dequantize kernels, matmuls, the rest, and the idle gap the host
+leaves); and decode (one token at a time with the KV cache, no grad) at batch 1 and 8.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+LLAMA3_8B_LAYER = {  # Llama-3-8B's layer dimensions; the vocabulary is not a layer's (see VOCAB)
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+}
+VOCAB = 32000  # Llama-2's: the output layer is bf16 and not LoRA'd; Llama-3's 128256 would add time no column changes
+TINY = {"hidden_size": 128, "intermediate_size": 384, "num_attention_heads": 4, "num_key_value_heads": 2}
+SETTINGS = ((1, 512), (1, 2048), (4, 2048))  # batch, sequence
+COLUMNS = ("bitsandbytes", "unsloth", "nf4kernel")
+
+
+def save_checkpoint(path, layers: int, dims: dict = LLAMA3_8B_LAYER, vocab: int = VOCAB, seed: int = 0) -> None:
+    """A Llama checkpoint with random bf16 weights, as ``save_pretrained`` writes it."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    config = LlamaConfig(vocab_size=vocab, num_hidden_layers=layers, max_position_embeddings=4096, **dims)
+    LlamaForCausalLM(config).to(torch.bfloat16).save_pretrained(path)
+
+
+def load_qlora(path, device: str, rank: int = 16, seed: int = 1):
+    """The 4-bit model a QLoRA user trains: NF4, double-quantized, bf16 compute, LoRA on every linear."""
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    quantization = BitsAndBytesConfig(
+        load_in_4bit=True,
+        bnb_4bit_quant_type="nf4",
+        bnb_4bit_use_double_quant=True,
+        bnb_4bit_compute_dtype=torch.bfloat16,
+    )
+    model = AutoModelForCausalLM.from_pretrained(
+        path, quantization_config=quantization, dtype=torch.bfloat16, device_map=device
+    )
+    model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    torch.manual_seed(seed)
+    lora = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules="all-linear", lora_dropout=0.0)
+    # train(): from_pretrained returns eval mode, in which bitsandbytes repacks a CPU weight for its
+    # inference kernel at the first no-grad call (AVX512-BF16 machines): a trainer sets train mode.
+    return get_peft_model(model, lora).train()
+
+
+def adapters(model) -> dict:
+    return {name: p.detach().clone() for name, p in model.named_parameters() if p.requires_grad}
+
+
+def batches(vocab: int, batch: int, sequence: int, device: str, seed: int = 2):
+    generator = torch.Generator().manual_seed(seed)
+    while True:
+        yield torch.randint(0, vocab, (batch, sequence), generator=generator).to(device)
+
+
+def train(model, steps: int, batch: int, sequence: int, seed: int = 2, lr: float = 1e-3):
+    """``steps`` optimizer steps of AdamW on the adapters; the losses, stacked."""
+    device = next(model.parameters()).device.type
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
+    data = batches(model.config.vocab_size, batch, sequence, device, seed)
+    losses = []
+    for _ in range(steps):
+        ids = next(data)
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.detach())
+    return torch.stack(losses)
+
+
+def dequantizers() -> dict:
+    """Each column's context: stock bitsandbytes (nothing patched), Unsloth's ``fast_dequantize`` put in
+    nf4kernel's place (where Unsloth imports), nf4kernel. Unsloth's error, if any, is the value."""
+    import nf4kernel
+    from nf4kernel import patching
+
+    columns = {"bitsandbytes": contextlib.nullcontext, "nf4kernel": nf4kernel.patch}
+    try:
+        import unsloth  # noqa: F401  (it patches on import; its kernels module needs it loaded first)
+        from unsloth.kernels.utils import fast_dequantize
+    except Exception as error:  # ImportError, or Unsloth refusing this machine
+        columns["unsloth"] = f"{type(error).__name__}: {error}"
+    else:
+        columns["unsloth"] = lambda: patching.patch(dequantizer=fast_dequantize)
+    return columns
+
+
+def _synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def same_losses(model, columns: dict, steps: int, batch: int, sequence: int) -> dict:
+    """Each column trains ``steps`` steps from the same adapters and optimizer state: the losses and
+    the adapters after, compared with stock bitsandbytes' by ``torch.equal``."""
+    start = adapters(model)
+    results = {}
+    for name, context in columns.items():
+        with torch.no_grad():
+            for pname, p in model.named_parameters():
+                if p.requires_grad:
+                    p.copy_(start[pname])
+        with context():
+            losses = train(model, steps, batch, sequence)
+        results[name] = (losses, adapters(model))
+    stock_losses, stock_adapters = results["bitsandbytes"]
+    return {
+        name: {
+            "losses": losses.float().tolist(),
+            "losses_equal": torch.equal(losses, stock_losses),
+            "adapters_equal": all(torch.equal(after[k], stock_adapters[k]) for k in after),
+        }
+        for name, (losses, after) in results.items()
+    }
+
+
+def time_steps(model, columns: dict, batch: int, sequence: int, rounds: int, steps: int) -> dict:
+    device = "cuda"
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    data = batches(model.config.vocab_size, batch, sequence, device)
+    ids = next(data)
+
+    def step():
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    times = {name: [] for name in columns}
+    peaks = {name: 0 for name in columns}
+    names = list(columns)
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # each column first in turn
+            with columns[name]():
+                step()  # a warm step: the patch's first launch, the allocator's first blocks
+                _synchronize(device)
+                torch.cuda.reset_peak_memory_stats()
+                started = time.perf_counter()
+                for _ in range(steps):
+                    step()
+                _synchronize(device)
+                times[name].append((time.perf_counter() - started) / steps * 1e3)
+                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated())
+    return {
+        name: {
+            "step_ms": statistics.median(times[name]),
+            "step_ms_rounds": times[name],
+            "peak_memory_mb": peaks[name] / 2**20,
+        }
+        for name in columns
+    }
+
+
+KERNEL_KINDS = (  # (kind, substrings of a CUDA kernel's name), first match wins
+    ("dequantize", ("dequantize", "kDequantize", "dequant")),
+    ("matmul", ("gemm", "xmma", "cutlass", "nvjet", "sm90_", "sm80_", "ampere_", "matmul")),
+)
+
+
+def where_time_goes(model, context, batch: int, sequence: int, steps: int = 3) -> dict:
+    """One column's steps under torch.profiler: GPU time per kind of kernel, and the wall clock the GPU
+    spent idle (the host's share: the step is host-bound where it is large)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
+    ids = next(batches(model.config.vocab_size, batch, sequence, "cuda"))
+    with context():
+        for _ in range(2):  # warm
+            model(input_ids=ids, labels=ids).loss.backward()
+        _synchronize("cuda")
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            started = time.perf_counter()
+            for _ in range(steps):
+                model(input_ids=ids, labels=ids).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+            _synchronize("cuda")
+            wall = (time.perf_counter() - started) * 1e3 / steps
+    kinds = {"dequantize": 0.0, "matmul": 0.0, "other": 0.0}
+    for event in prof.key_averages():
+        device_us = getattr(event, "device_time_total", None) or getattr(event, "cuda_time_total", 0)
+        if not device_us or event.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        kind = next((k for k, needles in KERNEL_KINDS if any(n in event.key for n in needles)), "other")
+        kinds[kind] += device_us / 1e3 / steps
+    busy = sum(kinds.values())
+    return {**{f"{k}_ms": v for k, v in kinds.items()}, "gpu_idle_ms": max(wall - busy, 0.0), "wall_ms": wall}
+
+
+def decode(model, context, batch: int, prompt: int = 128, tokens: int = 32) -> float:
+    """Milliseconds per generated token: one token at a time with the KV cache, no grad."""
+    ids = next(batches(model.config.vocab_size, batch, prompt, "cuda", seed=3))
+    with context(), torch.no_grad():
+        times = []
+        for _ in range(2):  # the first pass warms
+            out = model(input_ids=ids, use_cache=True)
+            past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            _synchronize("cuda")
+            started = time.perf_counter()
+            for _ in range(tokens):
+                out = model(input_ids=token, past_key_values=past, use_cache=True)
+                past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
+            _synchronize("cuda")
+            times.append((time.perf_counter() - started) * 1e3 / tokens)
+    return times[-1]
+
+
+def measure(layers: int = 2, rounds: int = 7, steps: int = 10, check_steps: int = 3, settings=SETTINGS) -> dict:
+    """Every figure, in one process (asv's ``setup_cache`` calls it once per run)."""
+    import bitsandbytes
+    import peft
+    import transformers
+
+    columns = dequantizers()
+    errors = {name: c for name, c in columns.items() if isinstance(c, str)}
+    columns = {name: c for name, c in columns.items() if not isinstance(c, str)}
+    figures = {
+        "device": torch.cuda.get_device_name(),
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+            "bitsandbytes": bitsandbytes.__version__,
+        },
+        "model": {"layers": layers, "vocab": VOCAB, **LLAMA3_8B_LAYER, "lora_rank": 16},
+        "columns": list(columns),
+        "errors": errors,
+        "rounds": rounds,
+        "steps_per_round": steps,
+        "settings": {},
+        "decode": {},
+    }
+    with tempfile.TemporaryDirectory(prefix="nf4kernel-llama-") as path:
+        save_checkpoint(path, layers)
+        model = load_qlora(path, "cuda")
+    for batch, sequence in settings:
+        key = f"{batch}x{sequence}"
+        figure = {"identical": same_losses(model, columns, check_steps, batch, sequence)}
+        figure["timed"] = time_steps(model, columns, batch, sequence, rounds, steps)
+        figure["where"] = {name: where_time_goes(model, c, batch, sequence) for name, c in columns.items()}
+        figures["settings"][key] = figure
+        print(
+            f"training {key}: " + ", ".join(f"{n} {figure['timed'][n]['step_ms']:.2f} ms" for n in columns), flush=True
+        )
+    for batch in (1, 8):
+        figures["decode"][str(batch)] = {name: decode(model, c, batch) for name, c in columns.items()}
+    return figures
+
+
+def table(figures: dict) -> str:
+    """Markdown: the step per setting and column, its ratio to stock bitsandbytes, peak memory, identity."""
+    columns = figures["columns"]
+    lines = [
+        f"{figures['device']}; Llama-3-8B layer dimensions, {figures['model']['layers']} layers, LoRA r=16 on every "
+        f"linear, NF4 double-quantized, bf16; median of {figures['rounds']} interleaved rounds of "
+        f"{figures['steps_per_round']} steps.",
+        "",
+        "| batch x sequence | " + " | ".join(columns) + " | losses and adapters equal to stock |",
+        "| --- | " + " | ".join("---:" for _ in columns) + " | --- |",
+    ]
+    for key, figure in figures["settings"].items():
+        stock = figure["timed"]["bitsandbytes"]["step_ms"]
+        cells = []
+        for name in columns:
+            t = figure["timed"][name]
+            ratio = "" if name == "bitsandbytes" else f" ({stock / t['step_ms']:.2f}x)"
+            cells.append(f"{t['step_ms']:.2f} ms{ratio}, {t['peak_memory_mb']:.0f} MB")
+        same = all(v["losses_equal"] and v["adapters_equal"] for v in figure["identical"].values())
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {'yes' if same else 'NO'} |")
+    lines += ["", "Where one step's time goes (ms: dequantize kernels, matmuls, other kernels, GPU idle):", ""]
+    lines += [
+        "| batch x sequence | " + " | ".join(columns) + " |",
+        "| --- | " + " | ".join("---" for _ in columns) + " |",
+    ]
+    for key, figure in figures["settings"].items():
+        w = figure["where"]
+        parts = ("dequantize_ms", "matmul_ms", "other_ms", "gpu_idle_ms")
+        cells = [" / ".join(f"{w[n][part]:.2f}" for part in parts) for n in columns]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    lines += ["", "Decode, ms per token (no grad: bitsandbytes' inference path in every column):", ""]
+    lines += ["| batch | " + " | ".join(columns) + " |", "| --- | " + " | ".join("---:" for _ in columns) + " |"]
+    for batch, per in figures["decode"].items():
+        lines.append(f"| {batch} | " + " | ".join(f"{per[n]:.2f}" for n in columns) + " |")
+    if figures["errors"]:
+        lines += ["", "Not measured: " + "; ".join(f"{k}: {v}" for k, v in figures["errors"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="where training.json and training.md go")
+    parser.add_argument("--layers", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--steps", type=int, default=10)
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("benchmarks._training: needs a CUDA GPU (none here)", file=sys.stderr)
+        return 4
+    figures = measure(args.layers, args.rounds, args.steps)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "training.json").write_text(json.dumps(figures, indent=1) + "\n")
+    (args.out / "training.md").write_text(table(figures))
+    print(table(figures))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
