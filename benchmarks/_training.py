@@ -144,7 +144,7 @@ def same_losses(model, columns: dict, steps: int, batch: int, sequence: int) -> 
     }
 
 
-def time_steps(model, columns: dict, batch: int, sequence: int, rounds: int, steps: int) -> dict:
+def step_times(model, columns: dict, batch: int, sequence: int, rounds: int, steps: int) -> dict:
     device = "cuda"
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
     data = batches(model.config.vocab_size, batch, sequence, device)
@@ -266,7 +266,7 @@ def measure(layers: int = 2, rounds: int = 7, steps: int = 10, check_steps: int 
     for batch, sequence in settings:
         key = f"{batch}x{sequence}"
         figure = {"identical": same_losses(model, columns, check_steps, batch, sequence)}
-        figure["timed"] = time_steps(model, columns, batch, sequence, rounds, steps)
+        figure["timed"] = step_times(model, columns, batch, sequence, rounds, steps)
         figure["where"] = {name: where_time_goes(model, c, batch, sequence) for name, c in columns.items()}
         figures["settings"][key] = figure
         print(

@@ -35,7 +35,7 @@ class Suite:
 
 
 SUITES = {
-    "gpu": Suite(r"^gpu\.", "all", "the full GPU suite, with Unsloth and bitsandbytes"),
+    "gpu": Suite(r"^(gpu|training)\.", "all", "the GPU suite, with Unsloth and bitsandbytes, and the training step"),
     "nf4kernel-only": Suite(_NF4KERNEL_ONLY, "none", "nf4kernel's own figures (no baseline imported)"),
     "cpu": Suite(r"^cpu_interpreter\.", "none", "the CPU-interpreter smoke benchmarks"),
 }

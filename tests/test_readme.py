@@ -1,4 +1,4 @@
-"""The README's usage example runs as it is written, and returns what it says: on the CPU in Triton's
+"""The README's usage and QLoRA examples run as they are written, and return what they say: on the CPU in Triton's
 interpreter, and on the GPU where there is one."""
 
 from __future__ import annotations
@@ -9,21 +9,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def usage_example() -> str:
+def example(heading: str) -> str:
     readme = (ROOT / "README.md").read_text()
-    section = readme.split("## Use\n", 1)[1].split("\n## ", 1)[0]
+    section = readme.split(f"## {heading}\n", 1)[1].split("\n## ", 1)[0]
     (code,) = re.findall(r"```python\n(.*?)```", section, flags=re.S)
     return code
 
 
-def test_the_usage_example_runs_as_written(tmp_path):
+def run(code: str, tmp_path) -> subprocess.CompletedProcess:
     script = tmp_path / "example.py"
-    script.write_text(usage_example())
+    script.write_text(code)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # installed or not
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": path},
@@ -31,7 +33,20 @@ def test_the_usage_example_runs_as_written(tmp_path):
         text=True,
         timeout=600,
     )
+
+
+def test_the_usage_example_runs_as_written(tmp_path):
+    done = run(example("Use"), tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     shape, dtype, _device = done.stdout.splitlines()[0].rsplit(" ", 2)
     assert shape == "torch.Size([4096, 1024])" and dtype == "torch.bfloat16"
     assert done.stdout.splitlines()[1] == "True torch.Size([1024, 4096])"
+
+
+def test_the_qlora_example_trains_as_written(tmp_path):
+    pytest.importorskip("peft", reason="PEFT is not installed (requirements/test.txt has it)")
+    done = run(example("Fine-tuning: QLoRA with nf4kernel"), tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    steps = [line for line in done.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(":")[0] for line in steps] == ["step 0", "step 1", "step 2"]
+    assert all(0 < float(line.rsplit(" ", 1)[1]) < 20 for line in steps)  # a finite loss near ln(256)

@@ -1,0 +1,52 @@
+"""The asv training figures (``benchmarks/training.py``): skipped with the reason where they can't be
+measured, and read from the one measuring process's figures where they were."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from benchmarks import _training, training
+
+
+def figures():
+    """The shape ``_training.measure`` returns, Unsloth refused (as on a machine where it won't import)."""
+    timed = {
+        "bitsandbytes": {"step_ms": 6.0, "peak_memory_mb": 900.0},
+        "nf4kernel": {"step_ms": 4.0, "peak_memory_mb": 901.0},
+    }
+    return {
+        "columns": ["bitsandbytes", "nf4kernel"],
+        "errors": {"unsloth": "ImportError: needs a GPU"},
+        "settings": {"1x512": {"timed": timed}},
+        "decode": {"1": {"bitsandbytes": 9.0, "nf4kernel": 9.1}},
+    }
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU setup_cache measures (minutes)")
+def test_without_a_gpu_every_training_figure_is_skipped_saying_why():
+    cached = training.setup_cache()
+    assert cached == {"skip": "needs a CUDA GPU (none here)"}
+    with pytest.raises(NotImplementedError, match="needs a CUDA GPU"):
+        training.TrainingStepTime().setup(cached, "1x512", "nf4kernel")
+
+
+def test_the_figures_are_read_from_the_measuring_process():
+    found = figures()
+    assert training.TrainingStepTime().track_step_time(found, "1x512", "nf4kernel") == 4.0
+    assert training.TrainingPeakMemory().track_peak_memory(found, "1x512", "bitsandbytes") == 900.0
+    assert training.TrainingStepOverBitsandbytes().track_step_ratio(found, "1x512") == pytest.approx(4.0 / 6.0)
+    assert training.DecodeTimePerToken().track_decode_time(found, "1", "nf4kernel") == 9.1
+    with pytest.raises(NotImplementedError, match="unsloth: ImportError: needs a GPU"):
+        training.TrainingStepTime().track_step_time(found, "1x512", "unsloth")
+
+
+def test_the_settings_are_the_issues():
+    assert training.SETTINGS == ["1x512", "1x2048", "4x2048"]
+    assert _training.COLUMNS == ("bitsandbytes", "unsloth", "nf4kernel")
+    assert _training.LLAMA3_8B_LAYER == {
+        "hidden_size": 4096,
+        "intermediate_size": 14336,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+    }
