@@ -235,7 +235,9 @@ def decode(model, context, batch: int, prompt: int = 128, tokens: int = 32) -> f
     return times[-1]
 
 
-def measure(layers: int = 2, rounds: int = 7, steps: int = 10, check_steps: int = 3, settings=SETTINGS) -> dict:
+def measure(
+    layers: int = 2, rounds: int = 7, steps: int = 10, check_steps: int = 3, settings=SETTINGS, compile_at=()
+) -> dict:
     """Every figure, in one process (asv's ``setup_cache`` calls it once per run)."""
     import bitsandbytes
     import peft
@@ -274,7 +276,31 @@ def measure(layers: int = 2, rounds: int = 7, steps: int = 10, check_steps: int 
         )
     for batch in (1, 8):
         figures["decode"][str(batch)] = {name: decode(model, c, batch) for name, c in columns.items()}
+    figures["compiled"] = {}
+    for batch, sequence in compile_at:
+        key = f"{batch}x{sequence}"
+        figures["compiled"][key] = compiled(model, columns, batch, sequence)
+        print(f"compiled {key}: {json.dumps(figures['compiled'][key])[:800]}", flush=True)
     return figures
+
+
+def compiled(model, columns: dict, batch: int, sequence: int, rounds: int = 5, steps: int = 10) -> dict:
+    """The step under ``torch.compile`` (Inductor, default and ``reduce-overhead``: CUDA graphs), each
+    column compiled afresh: its step time, and whether its first losses equal stock bitsandbytes'
+    under the same mode. An error is the value (a mode this stack can't train under)."""
+    found = {}
+    for mode in ("default", "reduce-overhead"):
+        entry = {}
+        try:
+            torch._dynamo.reset()
+            forward = torch.compile(model, mode=mode)
+            entry["identical"] = same_losses(forward, columns, 3, batch, sequence)
+            entry["timed"] = step_times(forward, columns, batch, sequence, rounds, steps)
+        except Exception as error:  # recorded, not raised: the eager figures stand either way
+            entry["error"] = f"{type(error).__name__}: {str(error)[:500]}"
+        found[mode] = entry
+        torch._dynamo.reset()
+    return found
 
 
 def table(figures: dict) -> str:
@@ -311,6 +337,17 @@ def table(figures: dict) -> str:
     lines += ["| batch | " + " | ".join(columns) + " |", "| --- | " + " | ".join("---:" for _ in columns) + " |"]
     for batch, per in figures["decode"].items():
         lines.append(f"| {batch} | " + " | ".join(f"{per[n]:.2f}" for n in columns) + " |")
+    for key, modes in figures.get("compiled", {}).items():
+        for mode, entry in modes.items():
+            if "error" in entry:
+                lines.append(f"\ntorch.compile mode={mode} at {key}: {entry['error']}")
+                continue
+            same = all(v["losses_equal"] and v["adapters_equal"] for v in entry["identical"].values())
+            stock = entry["timed"]["bitsandbytes"]["step_ms"]
+            cells = ", ".join(
+                f"{n} {t['step_ms']:.2f} ms ({stock / t['step_ms']:.2f}x)" for n, t in entry["timed"].items()
+            )
+            lines.append(f"\ntorch.compile mode={mode} at {key}: {cells}; losses equal to stock's: {same}")
     if figures["errors"]:
         lines += ["", "Not measured: " + "; ".join(f"{k}: {v}" for k, v in figures["errors"].items())]
     return "\n".join(lines) + "\n"
@@ -322,11 +359,12 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--compile", action="store_true", help="also under torch.compile, at 1x512 and 1x2048")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks._training: needs a CUDA GPU (none here)", file=sys.stderr)
         return 4
-    figures = measure(args.layers, args.rounds, args.steps)
+    figures = measure(args.layers, args.rounds, args.steps, compile_at=SETTINGS[:2] if args.compile else ())
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "training.json").write_text(json.dumps(figures, indent=1) + "\n")
     (args.out / "training.md").write_text(table(figures))

@@ -189,7 +189,9 @@ def _plain(name: str, value: torch.Tensor) -> None:
     bitsandbytes' own ops refuse it too."""
     if value.is_nested:
         raise TypeError(f"nf4kernel: {name} is a nested tensor; pass a plain (strided) tensor")
-    if value.layout != torch.strided:
+    # Traced, the layout is not read: Dynamo refuses ``.layout`` inside an autograd backward (where
+    # bitsandbytes' MatMul4Bit dequantizes), and it never traces a sparse tensor as a plain one.
+    if not _is_compiling() and value.layout != torch.strided:
         raise TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
 
 

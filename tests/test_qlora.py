@@ -92,3 +92,35 @@ def test_the_benchmarks_identity_check_calls_a_wrong_column_wrong(tmp_path):
     found = _training.same_losses(model, columns, steps=3, batch=1, sequence=16)
     assert found["nf4kernel"]["losses_equal"] and found["nf4kernel"]["adapters_equal"]
     assert not found["off"]["losses_equal"] and not found["off"]["adapters_equal"]
+
+
+@pytest.mark.interpreter
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU run of bitsandbytes' 4-bit code: see the first test")
+def test_under_torch_compile_the_patched_model_trains_bit_identically_without_graph_breaks(tmp_path, monkeypatch):
+    """Dynamo traces bitsandbytes' MatMul4Bit with nf4kernel inside, backward included, and records
+    nf4kernel's op (aot_eager: the graph as captured, without Inductor's own rewrites of the rest of
+    the model, which would change its bits in both columns). Unpatching recompiles back to stock."""
+    from torch._dynamo.utils import counters
+
+    launches = []
+    launch = api._launch_into
+    monkeypatch.setattr(api, "_launch_into", lambda *args: (launches.append(1), launch(*args))[1])
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    model = _training.load_qlora(tmp_path, "cpu")
+    start = _training.adapters(model)
+    eager = _training.train(model, 3, 1, 16)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                p.copy_(start[name])
+    torch._dynamo.reset()
+    counters.clear()
+    compiled = torch.compile(model, backend="aot_eager")
+    with nf4kernel.patch():
+        traced = _training.train(compiled, 3, 1, 16)
+    assert torch.equal(traced, eager)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert len(launches) == 3 * (7 + 4)  # 7 forwards; 4 backwards (not the first layer's q, k, v)
+    _training.train(compiled, 1, 1, 16)
+    assert len(launches) == 3 * 11  # unpatched: Dynamo's guards saw the change, bitsandbytes' code again
+    torch._dynamo.reset()
