@@ -98,15 +98,18 @@ def train(model, steps: int, batch: int, sequence: int, seed: int = 2, lr: float
     return torch.stack(losses)
 
 
-def dequantizers() -> dict:
+def dequantizers(unsloth: bool = True) -> dict:
     """Each column's context: stock bitsandbytes (nothing patched), Unsloth's ``fast_dequantize`` put in
     nf4kernel's place (where Unsloth imports), nf4kernel. Unsloth's error, if any, is the value."""
     import nf4kernel
     from nf4kernel import patching
 
     columns = {"bitsandbytes": contextlib.nullcontext, "nf4kernel": nf4kernel.patch}
+    if not unsloth:
+        columns["unsloth"] = "not asked for (--no-unsloth: its import patches transformers and PEFT)"
+        return columns
     try:
-        import unsloth  # noqa: F401  (it patches on import; its kernels module needs it loaded first)
+        import unsloth  # it patches on import; its kernels module needs it loaded first
         from unsloth.kernels.utils import fast_dequantize
     except Exception as error:  # ImportError, or Unsloth refusing this machine
         columns["unsloth"] = f"{type(error).__name__}: {error}"
@@ -122,10 +125,12 @@ def _synchronize(device: str) -> None:
 
 def same_losses(model, columns: dict, steps: int, batch: int, sequence: int) -> dict:
     """Each column trains ``steps`` steps from the same adapters and optimizer state: the losses and
-    the adapters after, compared with stock bitsandbytes' by ``torch.equal``."""
+    the adapters after, compared with stock bitsandbytes' by ``torch.equal``. Stock runs twice, first
+    and last (``bitsandbytes again``): where stock differs from itself, the model's own kernels are not
+    deterministic here and no column's difference can be pinned on its dequantizer."""
     start = adapters(model)
     results = {}
-    for name, context in columns.items():
+    for name, context in [*columns.items(), ("bitsandbytes again", contextlib.nullcontext)]:
         with torch.no_grad():
             for pname, p in model.named_parameters():
                 if p.requires_grad:
@@ -321,8 +326,12 @@ def table(figures: dict) -> str:
             t = figure["timed"][name]
             ratio = "" if name == "bitsandbytes" else f" ({stock / t['step_ms']:.2f}x)"
             cells.append(f"{t['step_ms']:.2f} ms{ratio}, {t['peak_memory_mb']:.0f} MB")
-        same = all(v["losses_equal"] and v["adapters_equal"] for v in figure["identical"].values())
-        lines.append(f"| {key} | " + " | ".join(cells) + f" | {'yes' if same else 'NO'} |")
+        same = all(v["losses_equal"] and v["adapters_equal"] for n, v in figure["identical"].items() if n in columns)
+        again = figure["identical"].get("bitsandbytes again")
+        control = (
+            "" if again is None else f" (stock against itself: {'equal' if again['losses_equal'] else 'NOT equal'})"
+        )
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {'yes' if same else 'NO'}{control} |")
     lines += ["", "Where one step's time goes (ms: dequantize kernels, matmuls, other kernels, GPU idle):", ""]
     lines += [
         "| batch x sequence | " + " | ".join(columns) + " |",
@@ -353,6 +362,26 @@ def table(figures: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def identity_only(args) -> int:
+    """The columns' losses alone, at 1x512 and 1x2048: is a difference the dequantizer's or the model's?"""
+    columns = {n: c for n, c in dequantizers(unsloth=not args.no_unsloth).items() if not isinstance(c, str)}
+    with tempfile.TemporaryDirectory(prefix="nf4kernel-llama-") as path:
+        save_checkpoint(path, args.layers)
+        model = load_qlora(path, "cuda")
+    found = {}
+    for batch, sequence in SETTINGS[:2]:
+        found[f"{batch}x{sequence}"] = same_losses(model, columns, args.identity_only, batch, sequence)
+    args.out.mkdir(parents=True, exist_ok=True)
+    name = "identity-no-unsloth.json" if args.no_unsloth else "identity.json"
+    (args.out / name).write_text(json.dumps(found, indent=1) + "\n")
+    for key, per in found.items():
+        for column, v in per.items():
+            print(
+                f"{key} {column}: losses equal {v['losses_equal']}, adapters equal {v['adapters_equal']}, {v['losses']}"
+            )
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="where training.json and training.md go")
@@ -360,10 +389,14 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="also under torch.compile, at 1x512 and 1x2048")
+    parser.add_argument("--identity-only", type=int, metavar="STEPS", help="only the columns' losses, STEPS steps")
+    parser.add_argument("--no-unsloth", action="store_true", help="don't import Unsloth (it patches on import)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("benchmarks._training: needs a CUDA GPU (none here)", file=sys.stderr)
         return 4
+    if args.identity_only:
+        return identity_only(args)
     figures = measure(args.layers, args.rounds, args.steps, compile_at=SETTINGS[:2] if args.compile else ())
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "training.json").write_text(json.dumps(figures, indent=1) + "\n")
