@@ -241,14 +241,26 @@ def decode(model, context, batch: int, prompt: int = 128, tokens: int = 32) -> f
 
 
 def measure(
-    layers: int = 2, rounds: int = 7, steps: int = 10, check_steps: int = 3, settings=SETTINGS, compile_at=()
+    layers: int = 2,
+    rounds: int = 7,
+    steps: int = 10,
+    check_steps: int = 3,
+    settings=SETTINGS,
+    compile_at=(),
+    unsloth: bool = True,
 ) -> dict:
-    """Every figure, in one process (asv's ``setup_cache`` calls it once per run)."""
+    """Every figure, in one process (asv's ``setup_cache`` calls it once per run).
+
+    ``unsloth``: import Unsloth for its column. Its import patches transformers and PEFT for the
+    whole process, so every column then runs Unsloth's patched model, and on an H100 that model's
+    training was not deterministic: stock bitsandbytes differed from itself from the second step
+    (``benchmarks/results/training/h100``). Without it, stock is stock and the identity check holds
+    each column to it exactly."""
     import bitsandbytes
     import peft
     import transformers
 
-    columns = dequantizers()
+    columns = dequantizers(unsloth)
     errors = {name: c for name, c in columns.items() if isinstance(c, str)}
     columns = {name: c for name, c in columns.items() if not isinstance(c, str)}
     figures = {
@@ -397,7 +409,8 @@ def main(argv=None) -> int:
         return 4
     if args.identity_only:
         return identity_only(args)
-    figures = measure(args.layers, args.rounds, args.steps, compile_at=SETTINGS[:2] if args.compile else ())
+    compile_at = SETTINGS[:2] if args.compile else ()
+    figures = measure(args.layers, args.rounds, args.steps, compile_at=compile_at, unsloth=not args.no_unsloth)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "training.json").write_text(json.dumps(figures, indent=1) + "\n")
     (args.out / "training.md").write_text(table(figures))
