@@ -222,22 +222,33 @@ def where_time_goes(model, context, batch: int, sequence: int, steps: int = 3) -
     return {**{f"{k}_ms": v for k, v in kinds.items()}, "gpu_idle_ms": max(wall - busy, 0.0), "wall_ms": wall}
 
 
-def decode(model, context, batch: int, prompt: int = 128, tokens: int = 32) -> float:
-    """Milliseconds per generated token: one token at a time with the KV cache, no grad."""
-    ids = next(batches(model.config.vocab_size, batch, prompt, "cuda", seed=3))
-    with context(), torch.no_grad():
-        times = []
-        for _ in range(2):  # the first pass warms
+def decode(model, columns: dict, batch: int, rounds: int = 7, prompt: int = 128, tokens: int = 32) -> dict:
+    """Milliseconds per generated token, per column: one token at a time with the KV cache, no grad;
+    the median over interleaved rounds (each column first in turn), after one warm pass each. A single
+    pass is no figure: on an H100 one pass per column spread 1.6x with the same code in every column."""
+    device = next(model.parameters()).device.type
+    ids = next(batches(model.config.vocab_size, batch, prompt, device, seed=3))
+    names = list(columns)
+
+    def one_pass(name) -> float:
+        with columns[name](), torch.no_grad():
             out = model(input_ids=ids, use_cache=True)
             past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
-            _synchronize("cuda")
+            _synchronize(device)
             started = time.perf_counter()
             for _ in range(tokens):
                 out = model(input_ids=token, past_key_values=past, use_cache=True)
                 past, token = out.past_key_values, out.logits[:, -1:].argmax(-1)
-            _synchronize("cuda")
-            times.append((time.perf_counter() - started) * 1e3 / tokens)
-    return times[-1]
+            _synchronize(device)
+            return (time.perf_counter() - started) * 1e3 / tokens
+
+    for name in names:
+        one_pass(name)  # warm
+    times = {name: [] for name in names}
+    for r in range(rounds):
+        for name in names[r % len(names) :] + names[: r % len(names)]:
+            times[name].append(one_pass(name))
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def measure(
@@ -292,7 +303,7 @@ def measure(
             f"training {key}: " + ", ".join(f"{n} {figure['timed'][n]['step_ms']:.2f} ms" for n in columns), flush=True
         )
     for batch in (1, 8):
-        figures["decode"][str(batch)] = {name: decode(model, c, batch) for name, c in columns.items()}
+        figures["decode"][str(batch)] = decode(model, columns, batch)
     figures["compiled"] = {}
     for batch, sequence in compile_at:
         key = f"{batch}x{sequence}"
@@ -354,7 +365,7 @@ def table(figures: dict) -> str:
         parts = ("dequantize_ms", "matmul_ms", "other_ms", "gpu_idle_ms")
         cells = [" / ".join(f"{w[n][part]:.2f}" for part in parts) for n in columns]
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    lines += ["", "Decode, ms per token (no grad: bitsandbytes' inference path in every column):", ""]
+    lines += ["", "Decode, ms per token, median of interleaved rounds (no grad: bitsandbytes' fused kernel):", ""]
     lines += ["| batch | " + " | ".join(columns) + " |", "| --- | " + " | ".join("---:" for _ in columns) + " |"]
     for batch, per in figures["decode"].items():
         lines.append(f"| {batch} | " + " | ".join(f"{per[n]:.2f}" for n in columns) + " |")

@@ -124,3 +124,23 @@ def test_under_torch_compile_the_patched_model_trains_bit_identically_without_gr
     _training.train(compiled, 1, 1, 16)
     assert len(launches) == 3 * 11  # unpatched: Dynamo's guards saw the change, bitsandbytes' code again
     torch._dynamo.reset()
+
+
+@pytest.mark.interpreter
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU run of bitsandbytes' 4-bit code: see the first test")
+def test_decode_times_every_column_in_interleaved_rounds(tmp_path, monkeypatch):
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    model = _training.load_qlora(tmp_path, "cpu")
+    entered = []
+
+    def column(name):
+        @_training.contextlib.contextmanager
+        def context():
+            entered.append(name)
+            yield
+
+        return context
+
+    found = _training.decode(model, {"a": column("a"), "b": column("b")}, batch=1, rounds=3, prompt=8, tokens=2)
+    assert set(found) == {"a", "b"} and all(t > 0 for t in found.values())
+    assert entered == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm passes, then each column first in turn
