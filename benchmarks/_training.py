@@ -82,20 +82,35 @@ def batches(vocab: int, batch: int, sequence: int, device: str, seed: int = 2):
         yield torch.randint(0, vocab, (batch, sequence), generator=generator).to(device)
 
 
+def restore(model, start: dict) -> None:
+    """Put back the adapters ``adapters(model)`` took."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.requires_grad:
+                p.copy_(start[name])
+
+
+def step(model, ids, optimizer) -> torch.Tensor:
+    """One training step: forward with the inputs as labels, backward, the optimizer's step; the loss."""
+    loss = model(input_ids=ids, labels=ids).loss
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
 def train(model, steps: int, batch: int, sequence: int, seed: int = 2, lr: float = 1e-3):
     """``steps`` optimizer steps of AdamW on the adapters; the losses, stacked."""
     device = next(model.parameters()).device.type
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr)
     data = batches(model.config.vocab_size, batch, sequence, device, seed)
-    losses = []
-    for _ in range(steps):
-        ids = next(data)
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        losses.append(loss.detach())
-    return torch.stack(losses)
+    return torch.stack([step(model, next(data), optimizer) for _ in range(steps)])
+
+
+def rotated(names: list, round_: int) -> list:
+    """The columns in round ``round_``'s order: each column first in turn."""
+    shift = round_ % len(names)
+    return names[shift:] + names[:shift]
 
 
 def dequantizers(unsloth: bool = True) -> dict:
@@ -131,10 +146,7 @@ def same_losses(model, columns: dict, steps: int, batch: int, sequence: int) -> 
     start = adapters(model)
     results = {}
     for name, context in [*columns.items(), ("bitsandbytes again", contextlib.nullcontext)]:
-        with torch.no_grad():
-            for pname, p in model.named_parameters():
-                if p.requires_grad:
-                    p.copy_(start[pname])
+        restore(model, start)
         with context():
             losses = train(model, steps, batch, sequence)
         results[name] = (losses, adapters(model))
@@ -152,27 +164,18 @@ def same_losses(model, columns: dict, steps: int, batch: int, sequence: int) -> 
 def step_times(model, columns: dict, batch: int, sequence: int, rounds: int, steps: int) -> dict:
     device = "cuda"
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-5)
-    data = batches(model.config.vocab_size, batch, sequence, device)
-    ids = next(data)
-
-    def step():
-        loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-
+    ids = next(batches(model.config.vocab_size, batch, sequence, device))
     times = {name: [] for name in columns}
     peaks = {name: 0 for name in columns}
-    names = list(columns)
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:  # each column first in turn
+        for name in rotated(list(columns), r):
             with columns[name]():
-                step()  # a warm step: the patch's first launch, the allocator's first blocks
+                step(model, ids, optimizer)  # a warm step: the patch's first launch, the allocator's first blocks
                 _synchronize(device)
                 torch.cuda.reset_peak_memory_stats()
                 started = time.perf_counter()
                 for _ in range(steps):
-                    step()
+                    step(model, ids, optimizer)
                 _synchronize(device)
                 times[name].append((time.perf_counter() - started) / steps * 1e3)
                 peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated())
@@ -206,9 +209,7 @@ def where_time_goes(model, context, batch: int, sequence: int, steps: int = 3) -
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
             started = time.perf_counter()
             for _ in range(steps):
-                model(input_ids=ids, labels=ids).loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                step(model, ids, optimizer)
             _synchronize("cuda")
             wall = (time.perf_counter() - started) * 1e3 / steps
     kinds = {"dequantize": 0.0, "matmul": 0.0, "other": 0.0}
@@ -246,7 +247,7 @@ def decode(model, columns: dict, batch: int, rounds: int = 7, prompt: int = 128,
         one_pass(name)  # warm
     times = {name: [] for name in names}
     for r in range(rounds):
-        for name in names[r % len(names) :] + names[: r % len(names)]:
+        for name in rotated(names, r):
             times[name].append(one_pass(name))
     return {name: statistics.median(t) for name, t in times.items()}
 

@@ -109,10 +109,7 @@ def test_under_torch_compile_the_patched_model_trains_bit_identically_without_gr
     model = _training.load_qlora(tmp_path, "cpu")
     start = _training.adapters(model)
     eager = _training.train(model, 3, 1, 16)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if p.requires_grad:
-                p.copy_(start[name])
+    _training.restore(model, start)
     torch._dynamo.reset()
     counters.clear()
     compiled = torch.compile(model, backend="aot_eager")
