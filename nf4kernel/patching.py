@@ -251,20 +251,22 @@ def _load_peft_bnb() -> None:
 
 
 def _patch_modules(package: str, name: str, factory) -> list[str]:
-    """Rebind ``name`` in every loaded module of ``package`` that holds the package's own function
-    (modules that imported it by name hold it too); the first one found is the original."""
+    """Rebind ``name`` in every loaded module of ``package`` that holds a function by that name (modules
+    that imported it by name hold the same object: each distinct function gets one replacement)."""
+    prefix = package + "."
     modules = [
-        m for key, m in list(sys.modules.items()) if m is not None and (key == package or key.startswith(package + "."))
+        m for key, m in list(sys.modules.items()) if m is not None and (key == package or key.startswith(prefix))
     ]
-    originals = {id(getattr(m, name)): getattr(m, name) for m in modules if callable(m.__dict__.get(name))}
-    patched = []
-    replacements = {key: factory(fn) for key, fn in originals.items()}
+    replacements = {}  # id(original) -> its replacement
+    patched = 0
     for module in modules:
         fn = module.__dict__.get(name)
-        if fn is not None and id(fn) in replacements:
+        if callable(fn):
+            if id(fn) not in replacements:
+                replacements[id(fn)] = factory(fn)
             _set(module, name, replacements[id(fn)])
-            patched.append(module.__name__)
-    return [f"{package}.{name} in {len(patched)} modules"] if patched else []
+            patched += 1
+    return [f"{package}.{name} in {patched} modules"] if patched else []
 
 
 def _peft_dequantize_factory(original):
