@@ -46,6 +46,23 @@ def fast_thread_switching():
     sys.setswitchinterval(interval)
 
 
+@pytest.fixture
+def counted(monkeypatch):
+    """``nf4kernel.api.dequantize`` counting its calls (the shape of each weight), as
+    ``nf4kernel.patch()`` calls it: a test that the patch was in the path, not only that the results
+    agree (they would if it never ran)."""
+    from nf4kernel import api
+
+    calls, real = [], api.dequantize
+
+    def dequantize(W, quant_state=None, out=None):
+        calls.append(tuple(quant_state.shape))
+        return real(W, quant_state, out=out)
+
+    monkeypatch.setattr(api, "dequantize", dequantize)
+    return calls
+
+
 def make_weight(
     shape,
     dtype=torch.bfloat16,

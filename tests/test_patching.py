@@ -12,7 +12,7 @@ import torch
 from conftest import make_weight
 
 import nf4kernel
-from nf4kernel import api, patching
+from nf4kernel import patching
 
 DTYPES = [torch.float16, torch.bfloat16]
 
@@ -24,20 +24,6 @@ def _unpatched(monkeypatch):
     nf4kernel.unpatch()
     yield
     nf4kernel.unpatch()
-
-
-@pytest.fixture
-def counted(monkeypatch):
-    """nf4kernel's dequantize as the patch calls it, counting its calls: a test that the patch was in
-    the path, not only that the results agree (they would if it never ran)."""
-    calls, real = [], api.dequantize
-
-    def dequantize(W, quant_state=None, out=None):
-        calls.append(tuple(quant_state.shape))
-        return real(W, quant_state, out=out)
-
-    monkeypatch.setattr(api, "dequantize", dequantize)
-    return calls
 
 
 def bnb_objects():

@@ -23,22 +23,14 @@ from benchmarks import _training  # after the skips: it needs both
 STEPS = 20
 
 
-def patched_and_stock(checkpoint, device, batch, sequence, monkeypatch):
-    calls = []
-    real = api.dequantize
-
-    def counted(W, quant_state=None, out=None):
-        calls.append(1)
-        return real(W, quant_state, out=out)
-
-    monkeypatch.setattr(api, "dequantize", counted)
+def patched_and_stock(checkpoint, device, batch, sequence):
     stock_model = _training.load_qlora(checkpoint, device)
     stock = _training.train(stock_model, STEPS, batch, sequence), _training.adapters(stock_model)
     del stock_model
     patched_model = _training.load_qlora(checkpoint, device)
     with nf4kernel.patch():
         patched = _training.train(patched_model, STEPS, batch, sequence), _training.adapters(patched_model)
-    return stock, patched, calls
+    return stock, patched
 
 
 def assert_identical(stock, patched):
@@ -56,23 +48,23 @@ def assert_identical(stock, patched):
     reason="on a GPU machine the CUDA run below covers this: there bitsandbytes' CPU 4-bit code is its "
     "torch.compile'd fallback, whose C++ compiles hung under the GPU job's 16 workers",
 )
-def test_tiny_llama_trains_bit_identically_on_the_cpu(tmp_path, monkeypatch):
+def test_tiny_llama_trains_bit_identically_on_the_cpu(tmp_path, counted):
     # Dimensions are multiples of bitsandbytes' blocksize (64): its C++ CPU kernel, the stock side
     # here, reads the wrong absmax where a row is not one (a bug of bitsandbytes 0.50.2 on the CPU).
     _training.save_checkpoint(tmp_path, layers=2, dims=_training.TINY, vocab=256)
-    stock, patched, calls = patched_and_stock(tmp_path, "cpu", 2, 32, monkeypatch)
+    stock, patched = patched_and_stock(tmp_path, "cpu", 2, 32)
     assert_identical(stock, patched)
     # 2 layers x 7 linears, dequantized in each step's forward and backward, except the backward of
     # the first layer's q, k and v, whose input (the frozen embedding, normed) needs no gradient
-    assert len(calls) == STEPS * (2 * 7 * 2 - 3)
+    assert len(counted) == STEPS * (2 * 7 * 2 - 3)
 
 
 @pytest.mark.gpu
-def test_llama3_8b_layers_train_bit_identically_on_the_gpu(tmp_path, monkeypatch):
+def test_llama3_8b_layers_train_bit_identically_on_the_gpu(tmp_path, counted):
     _training.save_checkpoint(tmp_path, layers=1)
-    stock, patched, calls = patched_and_stock(tmp_path, "cuda", 1, 2048, monkeypatch)
+    stock, patched = patched_and_stock(tmp_path, "cuda", 1, 2048)
     assert_identical(stock, patched)
-    assert len(calls) == STEPS * (7 * 2 - 3)  # 2048 tokens: bitsandbytes dequantizes in the forward too
+    assert len(counted) == STEPS * (7 * 2 - 3)  # 2048 tokens: bitsandbytes dequantizes in the forward too
 
 
 @pytest.mark.interpreter
