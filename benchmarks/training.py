@@ -38,34 +38,37 @@ class _Training:
         if "skip" in figures:
             raise NotImplementedError(figures["skip"])
 
-    @staticmethod
-    def column(figures, column):
+
+class _PerColumn(_Training):
+    """A figure per setting and dequantizer (the last parameter); a column not measured is skipped,
+    saying why."""
+
+    params = (SETTINGS, list(_training.COLUMNS))
+    param_names = ["batch x sequence", "dequantizer"]
+
+    def setup(self, figures, *params):
+        super().setup(figures, *params)
+        column = params[-1]
         if column not in figures["columns"]:
             raise NotImplementedError(f"{column}: {figures['errors'].get(column, 'not measured')}")
 
 
-class TrainingStepTime(_Training):
+class TrainingStepTime(_PerColumn):
     """Milliseconds per QLoRA training step (forward, backward, AdamW on the adapters), Llama-3-8B
     layer dimensions, 2 layers, LoRA r=16 on every linear; median of 7 interleaved rounds of 10 steps."""
 
-    params = (SETTINGS, list(_training.COLUMNS))
-    param_names = ["batch x sequence", "dequantizer"]
     unit = "milliseconds"
 
     def track_step_time(self, figures, setting, column):
-        self.column(figures, column)
         return figures["settings"][setting]["timed"][column]["step_ms"]
 
 
-class TrainingPeakMemory(_Training):
+class TrainingPeakMemory(_PerColumn):
     """Peak GPU memory allocated over a round of training steps, in MiB."""
 
-    params = (SETTINGS, list(_training.COLUMNS))
-    param_names = ["batch x sequence", "dequantizer"]
     unit = "MiB"
 
     def track_peak_memory(self, figures, setting, column):
-        self.column(figures, column)
         return figures["settings"][setting]["timed"][column]["peak_memory_mb"]
 
 
@@ -81,7 +84,7 @@ class TrainingStepOverBitsandbytes(_Training):
         return timed["nf4kernel"]["step_ms"] / timed["bitsandbytes"]["step_ms"]
 
 
-class DecodeTimePerToken(_Training):
+class DecodeTimePerToken(_PerColumn):
     """Milliseconds per generated token, one at a time with the KV cache, no grad (bitsandbytes'
     inference path: its fused kernel where it picks it)."""
 
@@ -90,5 +93,4 @@ class DecodeTimePerToken(_Training):
     unit = "milliseconds"
 
     def track_decode_time(self, figures, batch, column):
-        self.column(figures, column)
         return figures["decode"][batch][column]
