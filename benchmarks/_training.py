@@ -25,6 +25,7 @@ import statistics
 import sys
 import tempfile
 import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -39,6 +40,7 @@ VOCAB = 32000  # Llama-2's: the output layer is bf16 and not LoRA'd; Llama-3's 1
 TINY = {"hidden_size": 128, "intermediate_size": 384, "num_attention_heads": 4, "num_key_value_heads": 2}
 SETTINGS = ((1, 512), (1, 2048), (4, 2048))  # batch, sequence
 COLUMNS = ("bitsandbytes", "unsloth", "nf4kernel")
+TRITON_OP = "nf4kernel as triton_op"  # compiled only: benchmarks/_triton_op.py
 
 
 def save_checkpoint(path, layers: int, dims: dict = LLAMA3_8B_LAYER, vocab: int = VOCAB, seed: int = 0) -> None:
@@ -138,27 +140,64 @@ def _synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def same_losses(model, columns: dict, steps: int, batch: int, sequence: int) -> dict:
+@contextlib.contextmanager
+def _compiled(model, mode: str | None):
+    """The model as a column trains it: itself, or (``mode``) compiled afresh by Inductor, in its
+    deterministic mode where this torch has it (``torch._inductor.config.deterministic``: no choice of
+    kernel by timing, which could give two compiles of one model different sums)."""
+    if mode is None:
+        yield model
+        return
+    torch._dynamo.reset()
+    config = torch._inductor.config
+    settings = config.patch(deterministic=True) if hasattr(config, "deterministic") else contextlib.nullcontext()
+    try:
+        with settings:
+            yield torch.compile(model, mode=mode)
+    finally:
+        torch._dynamo.reset()
+
+
+def same_losses(model, columns: dict, steps: int, batch: int, sequence: int, mode: str | None = None) -> dict:
     """Each column trains ``steps`` steps from the same adapters and optimizer state: the losses and
     the adapters after, compared with stock bitsandbytes' by ``torch.equal``. Stock runs twice, first
     and last (``bitsandbytes again``): where stock differs from itself, the model's own kernels are not
-    deterministic here and no column's difference can be pinned on its dequantizer."""
+    deterministic here and no column's difference can be pinned on its dequantizer.
+
+    ``mode``: each column compiled afresh under ``torch.compile(mode=mode)`` (``_compiled``); a column
+    that fails to train so is recorded with its error (the others still run), and where stock failed
+    there is nothing to compare with (``losses_equal`` None)."""
     start = adapters(model)
-    results = {}
+    results, errors = {}, {}
     for name, context in [*columns.items(), ("bitsandbytes again", contextlib.nullcontext)]:
         restore(model, start)
-        with context():
-            losses = train(model, steps, batch, sequence)
+        try:
+            with context(), _compiled(model, mode) as forward:
+                losses = train(forward, steps, batch, sequence)
+        except Exception as error:
+            if mode is None:
+                raise
+            errors[name] = _error(error)
+            continue
         results[name] = (losses, adapters(model))
-    stock_losses, stock_adapters = results["bitsandbytes"]
-    return {
-        name: {
+    stock_losses, stock_adapters = results.get("bitsandbytes", (None, None))
+    found = {name: {"error": error} for name, error in errors.items()}
+    for name, (losses, after) in results.items():
+        found[name] = {
             "losses": losses.float().tolist(),
-            "losses_equal": torch.equal(losses, stock_losses),
-            "adapters_equal": all(torch.equal(after[k], stock_adapters[k]) for k in after),
+            "losses_equal": None if stock_losses is None else torch.equal(losses, stock_losses),
+            "adapters_equal": None
+            if stock_adapters is None
+            else all(torch.equal(after[k], stock_adapters[k]) for k in after),
         }
-        for name, (losses, after) in results.items()
-    }
+    return found
+
+
+def _error(error: Exception) -> str:
+    """An error as the record keeps it: its type, message, and where it was raised (the last frames)."""
+    frames = traceback.extract_tb(error.__traceback__)[-4:]
+    where = "; ".join(f"{Path(f.filename).name}:{f.lineno} {f.name}" for f in frames)
+    return f"{type(error).__name__}: {str(error)[:400]} (at {where})"
 
 
 def step_times(model, columns: dict, batch: int, sequence: int, rounds: int, steps: int) -> dict:
@@ -300,35 +339,48 @@ def measure(
         figure["timed"] = step_times(model, columns, batch, sequence, rounds, steps)
         figure["where"] = {name: where_time_goes(model, c, batch, sequence) for name, c in columns.items()}
         figures["settings"][key] = figure
-        print(
-            f"training {key}: " + ", ".join(f"{n} {figure['timed'][n]['step_ms']:.2f} ms" for n in columns), flush=True
-        )
+        print(f"training {key}: {json.dumps(figure)}", flush=True)  # the log keeps what a cut-off run measured
     for batch in (1, 8):
         figures["decode"][str(batch)] = decode(model, columns, batch)
+        print(f"decode {batch}: {json.dumps(figures['decode'][str(batch)])}", flush=True)
     figures["compiled"] = {}
+    if compile_at:
+        from nf4kernel import patching
+
+        from . import _triton_op
+
+        figures["triton_op_per_call"] = _triton_op.identity()
+        print(f"triton_op per call: {json.dumps(figures['triton_op_per_call'])}", flush=True)
+        # Unsloth's way of registering a kernel, with nf4kernel's kernel: issue 20's triton_op column.
+        columns = {**columns, TRITON_OP: lambda: patching.patch(dequantizer=_triton_op.dequantize)}
     for batch, sequence in compile_at:
         key = f"{batch}x{sequence}"
         figures["compiled"][key] = compiled(model, columns, batch, sequence)
-        print(f"compiled {key}: {json.dumps(figures['compiled'][key])[:800]}", flush=True)
+        print(f"compiled {key}: {json.dumps(figures['compiled'][key])}", flush=True)
     return figures
 
 
 def compiled(model, columns: dict, batch: int, sequence: int, rounds: int = 5, steps: int = 10) -> dict:
-    """The step under ``torch.compile`` (Inductor, default and ``reduce-overhead``: CUDA graphs), each
-    column compiled afresh: its step time, and whether its first losses equal stock bitsandbytes'
-    under the same mode. An error is the value (a mode this stack can't train under)."""
+    """The step under ``torch.compile`` (Inductor, default and ``reduce-overhead``: CUDA graphs).
+
+    Per mode: each column's first losses, compiled afresh, against stock's compiled the same way
+    (``same_losses``: stock again last, as the control); then the columns that trained, compiled once,
+    timed in interleaved rounds. An error is the value, per column (a mode this stack can't train
+    under), and timing's own error for the mode."""
     found = {}
     for mode in ("default", "reduce-overhead"):
-        entry = {}
-        try:
-            torch._dynamo.reset()
-            forward = torch.compile(model, mode=mode)
-            entry["identical"] = same_losses(forward, columns, 3, batch, sequence)
-            entry["timed"] = step_times(forward, columns, batch, sequence, rounds, steps)
-        except Exception as error:  # recorded, not raised: the eager figures stand either way
-            entry["error"] = f"{type(error).__name__}: {str(error)[:500]}"
+        identical = same_losses(model, columns, 3, batch, sequence, mode=mode)
+        entry = {"inductor_deterministic": hasattr(torch._inductor.config, "deterministic"), "identical": identical}
+        trained = {name: c for name, c in columns.items() if "error" not in identical[name]}
+        if trained:
+            torch._dynamo.reset()  # compiled once, with Inductor's own settings, as a user compiles it
+            try:
+                entry["timed"] = step_times(torch.compile(model, mode=mode), trained, batch, sequence, rounds, steps)
+            except Exception as error:  # recorded, not raised: the eager figures stand either way
+                entry["error"] = _error(error)
+            finally:
+                torch._dynamo.reset()
         found[mode] = entry
-        torch._dynamo.reset()
     return found
 
 
@@ -372,15 +424,25 @@ def table(figures: dict) -> str:
         lines.append(f"| {batch} | " + " | ".join(f"{per[n]:.2f}" for n in columns) + " |")
     for key, modes in figures.get("compiled", {}).items():
         for mode, entry in modes.items():
+            lines.append(f"\ntorch.compile mode={mode} at {key}:")
+            for name, v in entry["identical"].items():
+                t = entry.get("timed", {}).get(name)
+                stock = entry.get("timed", {}).get("bitsandbytes")
+                if "error" in v:
+                    lines.append(f"- {name}: {v['error']}")
+                    continue
+                time_ = "" if t is None else f"{t['step_ms']:.2f} ms"
+                if t and stock and name != "bitsandbytes":
+                    time_ += f" ({stock['step_ms'] / t['step_ms']:.2f}x)"
+                same = {True: "equal", False: "NOT equal", None: "no stock to compare"}[v["losses_equal"]]
+                lines.append(f"- {name}: {time_ or 'not timed'}; losses against compiled stock's: {same}")
             if "error" in entry:
-                lines.append(f"\ntorch.compile mode={mode} at {key}: {entry['error']}")
-                continue
-            same = all(v["losses_equal"] and v["adapters_equal"] for v in entry["identical"].values())
-            stock = entry["timed"]["bitsandbytes"]["step_ms"]
-            cells = ", ".join(
-                f"{n} {t['step_ms']:.2f} ms ({stock / t['step_ms']:.2f}x)" for n, t in entry["timed"].items()
-            )
-            lines.append(f"\ntorch.compile mode={mode} at {key}: {cells}; losses equal to stock's: {same}")
+                lines.append(f"- timing: {entry['error']}")
+    if "triton_op_per_call" in figures:
+        lines += ["", "One call against bitsandbytes (torch.equal), nf4kernel's kernel as triton_op and custom_op:"]
+        lines.append("")
+        for key, per in figures["triton_op_per_call"].items():
+            lines.append(f"- {key}: " + ", ".join(f"{n} {v}" for n, v in per.items()))
     if figures["errors"]:
         lines += ["", "Not measured: " + "; ".join(f"{k}: {v}" for k, v in figures["errors"].items())]
     return "\n".join(lines) + "\n"
@@ -412,7 +474,7 @@ def main(argv=None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=10)
-    parser.add_argument("--compile", action="store_true", help="also under torch.compile, at 1x512 and 1x2048")
+    parser.add_argument("--compile", action="store_true", help="also under torch.compile, at 1x512")
     parser.add_argument("--identity-only", type=int, metavar="STEPS", help="only the columns' losses, STEPS steps")
     parser.add_argument("--no-unsloth", action="store_true", help="don't import Unsloth (it patches on import)")
     args = parser.parse_args(argv)
@@ -421,7 +483,7 @@ def main(argv=None) -> int:
         return 4
     if args.identity_only:
         return identity_only(args)
-    compile_at = SETTINGS[:2] if args.compile else ()
+    compile_at = SETTINGS[:1] if args.compile else ()  # host-bound 1x512: where CUDA graphs could help
     figures = measure(args.layers, args.rounds, args.steps, compile_at=compile_at, unsloth=not args.no_unsloth)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "training.json").write_text(json.dumps(figures, indent=1) + "\n")

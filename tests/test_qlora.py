@@ -88,6 +88,34 @@ def test_the_benchmarks_identity_check_calls_a_wrong_column_wrong(tmp_path):
 
 @pytest.mark.interpreter
 @pytest.mark.skipif(HAS_CUDA, reason="the CPU run of bitsandbytes' 4-bit code: see the first test")
+def test_under_a_compile_mode_each_column_is_compiled_afresh_and_a_failing_one_is_recorded(tmp_path, monkeypatch):
+    """The compiled identity check (``same_losses(mode=...)``): every column, stock's control included,
+    gets its own ``torch.compile`` of the model in that mode; one that fails (as CUDA graphs' capture
+    did on an H100) is recorded with its error and the others are still compared. Eager, it raises.
+    (torch.compile is stood in for here: this checks the bookkeeping, not Inductor.)"""
+
+    def broken():
+        raise RuntimeError("operation failed due to a previous error during capture")
+
+    modes = []
+    monkeypatch.setattr(torch, "compile", lambda model, mode: (modes.append(mode), model)[1])
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    model = _training.load_qlora(tmp_path, "cpu")
+    columns = {"bitsandbytes": _training.contextlib.nullcontext, "nf4kernel": nf4kernel.patch, "broken": broken}
+    found = _training.same_losses(model, columns, steps=2, batch=1, sequence=16, mode="reduce-overhead")
+    assert modes == ["reduce-overhead"] * 3  # bitsandbytes, nf4kernel, bitsandbytes again: broken never got there
+    assert found["broken"]["error"].startswith("RuntimeError: operation failed due to a previous error during capture")
+    assert "broken" in found["broken"]["error"].split("(at ")[1]  # where it was raised
+    assert found["nf4kernel"]["losses_equal"] and found["bitsandbytes again"]["adapters_equal"]
+    without_stock = {"bitsandbytes": broken, "nf4kernel": nf4kernel.patch}
+    found = _training.same_losses(model, without_stock, steps=1, batch=1, sequence=16, mode="default")
+    assert "error" in found["bitsandbytes"] and found["nf4kernel"]["losses_equal"] is None
+    with pytest.raises(RuntimeError, match="during capture"):
+        _training.same_losses(model, columns, steps=1, batch=1, sequence=16)
+
+
+@pytest.mark.interpreter
+@pytest.mark.skipif(HAS_CUDA, reason="the CPU run of bitsandbytes' 4-bit code: see the first test")
 def test_under_torch_compile_the_patched_model_trains_bit_identically_without_graph_breaks(tmp_path, monkeypatch):
     """Dynamo traces bitsandbytes' MatMul4Bit with nf4kernel inside, backward included, and records
     nf4kernel's op (aot_eager: the graph as captured, without Inductor's own rewrites of the rest of
