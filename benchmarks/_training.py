@@ -94,11 +94,14 @@ def restore(model, start: dict) -> None:
 
 def step(model, ids, optimizer) -> torch.Tensor:
     """One training step: forward with the inputs as labels, backward, the optimizer's step; the loss."""
+    # Under mode="reduce-overhead" each step replays CUDA graphs whose outputs the next replay
+    # overwrites: a new step is marked as such, and the loss kept is a copy (both free in eager).
+    torch.compiler.cudagraph_mark_step_begin()
     loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
-    return loss.detach()
+    return loss.detach().clone()
 
 
 def train(model, steps: int, batch: int, sequence: int, seed: int = 2, lr: float = 1e-3):
@@ -264,8 +267,9 @@ def where_time_goes(model, context, batch: int, sequence: int, steps: int = 3) -
 
 def decode(model, columns: dict, batch: int, rounds: int = 7, prompt: int = 128, tokens: int = 32) -> dict:
     """Milliseconds per generated token, per column: one token at a time with the KV cache, no grad;
-    the median over interleaved rounds (each column first in turn), after one warm pass each. A single
-    pass is no figure: on an H100 one pass per column spread 1.6x with the same code in every column."""
+    the median over interleaved rounds (each column first in turn), after one warm pass each, and the
+    rounds. A single pass is no figure: on an H100 one pass per column spread 1.6x with the same code
+    in every column."""
     device = next(model.parameters()).device.type
     ids = next(batches(model.config.vocab_size, batch, prompt, device, seed=3))
     names = list(columns)
@@ -288,7 +292,62 @@ def decode(model, columns: dict, batch: int, rounds: int = 7, prompt: int = 128,
     for r in range(rounds):
         for name in rotated(names, r):
             times[name].append(one_pass(name))
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: {"ms_per_token": statistics.median(t), "rounds": t} for name, t in times.items()}
+
+
+def linear_no_grad(columns: dict, tokens=(1, 8, 64), rounds: int = 7, calls: int = 200) -> dict:
+    """One 4-bit linear as inference calls it (no grad), Llama-3-8B's up projection (4096 -> 14336),
+    NF4 double-quantized, bf16: microseconds per call per column, median of interleaved rounds of
+    ``calls`` calls, and whether its output equals stock's. Besides the columns, ``nf4kernel always``:
+    nf4kernel's dequantize and ``F.linear`` even where bitsandbytes runs its fused kernel (the patch
+    leaves that kernel alone; this is the measure of whether it should)."""
+    import bitsandbytes as bnb
+
+    import nf4kernel
+
+    torch.manual_seed(0)
+    layer = bnb.nn.Linear4bit(
+        4096, 14336, bias=False, compute_dtype=torch.bfloat16, quant_type="nf4", compress_statistics=True
+    )
+    layer = layer.to(torch.bfloat16).cuda()
+
+    @contextlib.contextmanager
+    def always():
+        weight = layer.weight
+        original = layer.forward
+        layer.forward = lambda x: torch.nn.functional.linear(x, nf4kernel.dequantize(weight.data, weight.quant_state))
+        try:
+            yield
+        finally:
+            layer.forward = original
+
+    every = {**columns, "nf4kernel always": always}
+    found = {}
+    for n in tokens:
+        x = torch.randn(1, n, 4096, dtype=torch.bfloat16, device="cuda")
+        with torch.no_grad():
+            expected = layer(x)
+            outputs, times = {}, {name: [] for name in every}
+            for r in range(rounds + 1):  # the first round warms every column
+                for name in rotated(list(every), r):
+                    with every[name]():
+                        outputs[name] = layer(x)
+                        _synchronize("cuda")
+                        started = time.perf_counter()
+                        for _ in range(calls):
+                            layer(x)
+                        _synchronize("cuda")
+                    if r:
+                        times[name].append((time.perf_counter() - started) / calls * 1e6)
+        found[str(n)] = {
+            name: {
+                "us_per_call": statistics.median(times[name]),
+                "rounds": times[name],
+                "equal_to_stock": torch.equal(outputs[name], expected),
+            }
+            for name in every
+        }
+    return found
 
 
 def measure(
@@ -343,6 +402,8 @@ def measure(
     for batch in (1, 8):
         figures["decode"][str(batch)] = decode(model, columns, batch)
         print(f"decode {batch}: {json.dumps(figures['decode'][str(batch)])}", flush=True)
+    figures["linear_no_grad"] = linear_no_grad(columns)
+    print(f"linear no grad: {json.dumps(figures['linear_no_grad'])}", flush=True)
     figures["compiled"] = {}
     if compile_at:
         from nf4kernel import patching
@@ -418,10 +479,31 @@ def table(figures: dict) -> str:
         parts = ("dequantize_ms", "matmul_ms", "other_ms", "gpu_idle_ms")
         cells = [" / ".join(f"{w[n][part]:.2f}" for part in parts) for n in columns]
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
-    lines += ["", "Decode, ms per token, median of interleaved rounds (no grad: bitsandbytes' fused kernel):", ""]
+    lines += [
+        "",
+        "Decode, ms per token, median (range) of interleaved rounds (no grad: bitsandbytes' fused kernel):",
+        "",
+    ]
     lines += ["| batch | " + " | ".join(columns) + " |", "| --- | " + " | ".join("---:" for _ in columns) + " |"]
     for batch, per in figures["decode"].items():
-        lines.append(f"| {batch} | " + " | ".join(f"{per[n]:.2f}" for n in columns) + " |")
+        cells = [
+            f"{per[n]['ms_per_token']:.2f} ({min(per[n]['rounds']):.2f}-{max(per[n]['rounds']):.2f})" for n in columns
+        ]
+        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+    if "linear_no_grad" in figures:
+        names = list(next(iter(figures["linear_no_grad"].values())))
+        lines += [
+            "",
+            "One 4096 -> 14336 Linear4bit without grad, µs per call (range over rounds; = : equal to stock):",
+            "",
+        ]
+        lines += ["| tokens | " + " | ".join(names) + " |", "| --- | " + " | ".join("---:" for _ in names) + " |"]
+        for n, per in figures["linear_no_grad"].items():
+            cells = [
+                f"{v['us_per_call']:.1f} ({min(v['rounds']):.1f}-{max(v['rounds']):.1f})" + " =" * v["equal_to_stock"]
+                for v in per.values()
+            ]
+            lines.append(f"| {n} | " + " | ".join(cells) + " |")
     for key, modes in figures.get("compiled", {}).items():
         for mode, entry in modes.items():
             lines.append(f"\ntorch.compile mode={mode} at {key}:")

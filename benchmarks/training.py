@@ -93,4 +93,4 @@ class DecodeTimePerToken(_PerColumn):
     unit = "milliseconds"
 
     def track_decode_time(self, figures, batch, column):
-        return figures["decode"][batch][column]
+        return figures["decode"][batch][column]["ms_per_token"]
