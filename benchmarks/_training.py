@@ -445,6 +445,20 @@ def compiled(model, columns: dict, batch: int, sequence: int, rounds: int = 5, s
     return found
 
 
+def linear_table(found: dict) -> list[str]:
+    """Markdown lines for ``linear_no_grad``'s figures."""
+    names = list(next(iter(found.values())))
+    lines = ["", "One 4096 -> 14336 Linear4bit without grad, µs per call (range over rounds; = : equal to stock):", ""]
+    lines += ["| tokens | " + " | ".join(names) + " |", "| --- | " + " | ".join("---:" for _ in names) + " |"]
+    for n, per in found.items():
+        cells = [
+            f"{v['us_per_call']:.1f} ({min(v['rounds']):.1f}-{max(v['rounds']):.1f})" + " =" * v["equal_to_stock"]
+            for v in per.values()
+        ]
+        lines.append(f"| {n} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def table(figures: dict) -> str:
     """Markdown: the step per setting and column, its ratio to stock bitsandbytes, peak memory, identity."""
     columns = figures["columns"]
@@ -491,19 +505,7 @@ def table(figures: dict) -> str:
         ]
         lines.append(f"| {batch} | " + " | ".join(cells) + " |")
     if "linear_no_grad" in figures:
-        names = list(next(iter(figures["linear_no_grad"].values())))
-        lines += [
-            "",
-            "One 4096 -> 14336 Linear4bit without grad, µs per call (range over rounds; = : equal to stock):",
-            "",
-        ]
-        lines += ["| tokens | " + " | ".join(names) + " |", "| --- | " + " | ".join("---:" for _ in names) + " |"]
-        for n, per in figures["linear_no_grad"].items():
-            cells = [
-                f"{v['us_per_call']:.1f} ({min(v['rounds']):.1f}-{max(v['rounds']):.1f})" + " =" * v["equal_to_stock"]
-                for v in per.values()
-            ]
-            lines.append(f"| {n} | " + " | ".join(cells) + " |")
+        lines += linear_table(figures["linear_no_grad"])
     for key, modes in figures.get("compiled", {}).items():
         for mode, entry in modes.items():
             lines.append(f"\ntorch.compile mode={mode} at {key}:")
@@ -558,6 +560,7 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="also under torch.compile, at 1x512")
     parser.add_argument("--identity-only", type=int, metavar="STEPS", help="only the columns' losses, STEPS steps")
+    parser.add_argument("--linear-only", action="store_true", help="only one Linear4bit without grad, per call")
     parser.add_argument("--no-unsloth", action="store_true", help="don't import Unsloth (it patches on import)")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -565,6 +568,12 @@ def main(argv=None) -> int:
         return 4
     if args.identity_only:
         return identity_only(args)
+    if args.linear_only:
+        found = linear_no_grad({n: c for n, c in dequantizers(unsloth=False).items() if not isinstance(c, str)})
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "linear-no-grad.json").write_text(json.dumps(found, indent=1) + "\n")
+        print("\n".join([torch.cuda.get_device_name(), *linear_table(found)]))
+        return 0
     compile_at = SETTINGS[:1] if args.compile else ()  # host-bound 1x512: where CUDA graphs could help
     figures = measure(args.layers, args.rounds, args.steps, compile_at=compile_at, unsloth=not args.no_unsloth)
     args.out.mkdir(parents=True, exist_ok=True)
