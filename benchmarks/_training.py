@@ -399,19 +399,21 @@ def measure(
         figure["where"] = {name: where_time_goes(model, c, batch, sequence) for name, c in columns.items()}
         figures["settings"][key] = figure
         print(f"training {key}: {json.dumps(figure)}", flush=True)  # the log keeps what a cut-off run measured
-    for batch in (1, 8):
+    for batch in (1, 8) if settings else ():
         figures["decode"][str(batch)] = decode(model, columns, batch)
         print(f"decode {batch}: {json.dumps(figures['decode'][str(batch)])}", flush=True)
-    figures["linear_no_grad"] = linear_no_grad(columns)
-    print(f"linear no grad: {json.dumps(figures['linear_no_grad'])}", flush=True)
+    if settings:
+        figures["linear_no_grad"] = linear_no_grad(columns)
+        print(f"linear no grad: {json.dumps(figures['linear_no_grad'])}", flush=True)
     figures["compiled"] = {}
     if compile_at:
         from nf4kernel import patching
 
         from . import _triton_op
 
-        figures["triton_op_per_call"] = _triton_op.identity()
-        print(f"triton_op per call: {json.dumps(figures['triton_op_per_call'])}", flush=True)
+        if settings:  # (--compile-only leaves it out: measured with the rest)
+            figures["triton_op_per_call"] = _triton_op.identity()
+            print(f"triton_op per call: {json.dumps(figures['triton_op_per_call'])}", flush=True)
         # Unsloth's way of registering a kernel, with nf4kernel's kernel: issue 20's triton_op column.
         columns = {**columns, TRITON_OP: lambda: patching.patch(dequantizer=_triton_op.dequantize)}
     for batch, sequence in compile_at:
@@ -559,6 +561,7 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--compile", action="store_true", help="also under torch.compile, at 1x512")
+    parser.add_argument("--compile-only", action="store_true", help="only the torch.compile figures, at 1x512")
     parser.add_argument("--identity-only", type=int, metavar="STEPS", help="only the columns' losses, STEPS steps")
     parser.add_argument("--linear-only", action="store_true", help="only one Linear4bit without grad, per call")
     parser.add_argument("--no-unsloth", action="store_true", help="don't import Unsloth (it patches on import)")
@@ -574,8 +577,11 @@ def main(argv=None) -> int:
         (args.out / "linear-no-grad.json").write_text(json.dumps(found, indent=1) + "\n")
         print("\n".join([torch.cuda.get_device_name(), *linear_table(found)]))
         return 0
-    compile_at = SETTINGS[:1] if args.compile else ()  # host-bound 1x512: where CUDA graphs could help
-    figures = measure(args.layers, args.rounds, args.steps, compile_at=compile_at, unsloth=not args.no_unsloth)
+    compile_at = SETTINGS[:1] if args.compile or args.compile_only else ()  # 1x512: host-bound
+    settings = () if args.compile_only else SETTINGS
+    figures = measure(
+        args.layers, args.rounds, args.steps, settings=settings, compile_at=compile_at, unsloth=not args.no_unsloth
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "training.json").write_text(json.dumps(figures, indent=1) + "\n")
     (args.out / "training.md").write_text(table(figures))

@@ -77,7 +77,7 @@ def _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, b
     n_elements = math.prod(shape)
     layout = Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, -(-n_elements // blocksize), False)
     if n_elements:
-        launch_cache.launch(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+        launch_cache.launch_for_op(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
 
 
 def _launch_into_given(out, packed, absmax, code, code2, absmax2, offset, *layout) -> None:

@@ -324,6 +324,46 @@ def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
     return (None if interpreted else compiled), grid, constexprs
 
 
+_BY_LAYOUT: dict[tuple, tuple] = {}  # launch_for_op's compiled kernels: key -> (compiled, grid, constexprs)
+
+
+def launch_for_op(tensors: Tensors4bit, layout: Layout, out: torch.Tensor) -> None:
+    """The launch of ``torch.ops.nf4kernel.dequantize_4bit`` (what ``torch.compile`` and CUDA graphs
+    run, the inputs checked while tracing): Triton's own launch the first time for a kernel, then that
+    compiled kernel launched directly, as a plan launches (Triton's launch path cost a compiled QLoRA
+    step on an H200 more host time than the step saved). The key is what Triton specializes the
+    compiled kernel on: the layout (which fixes the integer arguments and constexprs), the device, each
+    pointer's dtype and 16-byte alignment."""
+    global _direct_launch
+    device = out.device
+    if device.type != "cuda" or not _direct_launch or _hooks_active():
+        launch(tensors, layout, out)
+        return
+    pointers = kernel_pointers(tensors)
+    key = (
+        layout,
+        device.index,
+        tuple(t.dtype if t is not None else None for t in tensors),
+        tuple(p % 16 == 0 for p in pointers),
+        out.data_ptr() % 16 == 0,
+    )
+    known = _BY_LAYOUT.get(key)
+    if known is None:
+        _BY_LAYOUT[key] = launch(tensors, layout, out)
+        return
+    compiled, grid, constexprs = known
+    fast = direct_launcher(compiled, grid[0], layout, constexprs, pointers)
+    if fast is None:
+        launch(tensors, layout, out)
+        return
+    try:
+        with torch.cuda.device(device.index):
+            fast(_raw_stream(device.index), out.data_ptr())
+    except TypeError:  # this Triton's launcher takes other arguments: it checked before launching
+        _direct_launch = False
+        launch(tensors, layout, out)
+
+
 def state_pointers(tensors: Tensors4bit) -> tuple[int, ...]:
     """The data pointers of the caller's tensors a plan reads: the weight and absmax, and where nested
     code2, absmax2 and the offset (a planned call compares them first: ``quick_key``)."""

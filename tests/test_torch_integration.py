@@ -81,6 +81,28 @@ def test_torch_compile_reduce_overhead():
 
 
 @pytest.mark.gpu
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for the op's direct launch")
+@pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
+def test_the_compiled_op_reads_each_calls_own_tensors(nested):
+    """What torch.compile runs (the op ``api._traced`` records, run here as it runs in a graph):
+    after its first launch for a kernel it launches that kernel directly, so each later call of the
+    same layout must read its own weight, write its own buffer, and a buffer of another alignment
+    must not reuse a kernel compiled for 16-byte aligned ones."""
+    from nf4kernel import api
+
+    weights = [make_weight((512, 1024), nested=nested, device="cuda", seed=seed) for seed in range(3)]
+    for packed, state in weights:
+        assert torch.equal(api._traced(packed, state, None), bnb_dequantize(packed, state))
+    packed, state = weights[1]
+    expected = bnb_dequantize(packed, state)
+    for offset in (0, 4):  # bf16 elements: a buffer at 0 and at 8 bytes past a 16-byte boundary
+        buffer = torch.zeros(expected.numel() + offset, dtype=expected.dtype, device="cuda")[offset:]
+        out = buffer.view(expected.shape)
+        api._traced(packed, state, out)
+        assert torch.equal(out, expected), offset
+
+
+@pytest.mark.gpu
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU for streams")
 def test_runs_on_the_current_non_default_stream():
     packed, state = make_weight((2048, 4096), device="cuda", seed=1)
