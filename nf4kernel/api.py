@@ -2,7 +2,11 @@
 
 Eager calls go through the launch cache. Under ``torch.compile`` the kernel is a custom op
 (``torch.ops.nf4kernel.dequantize_4bit``): Dynamo traces the state reading and checks, then records
-one opaque op that launches exactly as eager does (fp fusion off), so no graph break and no FMA.
+one opaque op that launches the same compiled kernel as eager (fp fusion off), so no graph break and
+no FMA; after its first launch per kernel it launches it directly (``launch_cache.launch_for_op``).
+It stays an opaque ``custom_op``, not a ``triton_op``: Inductor compiles a ``triton_op``'s kernel
+with its own options, fp fusion on, and the nested scale then loses bitsandbytes' rounding
+(``benchmarks/_triton_op.py``; measured in ``benchmarks/results/training/h200``).
 ``torch.jit.trace`` records the same op (the eager path's launch would leave an empty tensor in the
 trace).
 What tracing can't see of an ``out=`` buffer (its memory: overlap with the inputs, an inference
