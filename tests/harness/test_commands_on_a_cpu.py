@@ -104,7 +104,7 @@ def test_what_needs_no_gpu_does_its_job():
     replayed = run(sys.executable, "-m", "harness.gate", "--replay", str(RECORDED_GATE))
     assert replayed.returncode == 0 and said(replayed).strip().endswith("PASS")
     listed = run(sys.executable, "-m", "harness.history", "list")
-    assert listed.returncode == 0 and listed.stdout.startswith("h200: 17 commits")
+    assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
     scenarios = run(sys.executable, "-m", "harness.rehearse", "--list")
     assert scenarios.returncode == 0 and len(scenarios.stdout.splitlines()) == 4
     compiled = run(sys.executable, "-m", "nf4kernel.targets", "90")
