@@ -586,3 +586,28 @@ def test_concurrent_calls_from_threads_are_exact(device, fast_thread_switching):
     assert _in_threads(work, len(weights)) == [None] * len(weights)
     for got, want in zip(results, expected, strict=True):
         assert all(torch.equal(a, want) and torch.equal(b, want) for a, b in got)
+
+
+def test_the_compiled_ops_kernel_is_shared_only_where_triton_would_compile_the_same_one():
+    """``launch_for_op`` reuses a compiled kernel for every call with the same ``op_key``: weights of
+    one layout at other addresses share it; another storage dtype, a buffer off 16-byte alignment or
+    another layout must not (Triton specializes on each)."""
+    from nf4kernel.launch_cache import kernel_pointers, op_key
+    from nf4kernel.quant_state import read
+
+    def key(packed, state, out=None):
+        tensors, layout = read(packed, state)
+        out = torch.empty(layout.shape, dtype=layout.dtype) if out is None else out
+        return op_key(tensors, layout, out, kernel_pointers(tensors))
+
+    first, second = (make_weight((64, 128), seed=seed) for seed in (1, 2))
+    assert key(*first) == key(*second)
+    _, layout = read(*first)
+    buffer = torch.empty(layout.n_elements + 4, dtype=layout.dtype)
+    aligned = buffer[: layout.n_elements].view(layout.shape)
+    assert aligned.data_ptr() % 16 == 0
+    assert key(*first, out=aligned) == key(*first)
+    assert key(*first, out=buffer[4:].view(layout.shape)) != key(*first)  # 8 bytes past the boundary
+    assert key(*make_weight((64, 128), storage=torch.bfloat16)) != key(*first)
+    assert key(*make_weight((64, 128), nested=False)) != key(*first)
+    assert key(*make_weight((128, 64))) != key(*first)
