@@ -138,6 +138,11 @@ def dequantizers(unsloth: bool = True) -> dict:
     return columns
 
 
+def usable(columns: dict) -> dict:
+    """The columns of ``dequantizers`` that can run (the others' values are why not)."""
+    return {name: c for name, c in columns.items() if not isinstance(c, str)}
+
+
 def _synchronize(device: str) -> None:
     if device == "cuda":
         torch.cuda.synchronize()
@@ -372,7 +377,7 @@ def measure(
 
     columns = dequantizers(unsloth)
     errors = {name: c for name, c in columns.items() if isinstance(c, str)}
-    columns = {name: c for name, c in columns.items() if not isinstance(c, str)}
+    columns = usable(columns)
     figures = {
         "device": torch.cuda.get_device_name(),
         "versions": {
@@ -536,7 +541,7 @@ def table(figures: dict) -> str:
 
 def identity_only(args) -> int:
     """The columns' losses alone, at 1x512 and 1x2048: is a difference the dequantizer's or the model's?"""
-    columns = {n: c for n, c in dequantizers(unsloth=not args.no_unsloth).items() if not isinstance(c, str)}
+    columns = usable(dequantizers(unsloth=not args.no_unsloth))
     with tempfile.TemporaryDirectory(prefix="nf4kernel-llama-") as path:
         save_checkpoint(path, args.layers)
         model = load_qlora(path, "cuda")
@@ -572,7 +577,7 @@ def main(argv=None) -> int:
     if args.identity_only:
         return identity_only(args)
     if args.linear_only:
-        found = linear_no_grad({n: c for n, c in dequantizers(unsloth=False).items() if not isinstance(c, str)})
+        found = linear_no_grad(usable(dequantizers(unsloth=False)))
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "linear-no-grad.json").write_text(json.dumps(found, indent=1) + "\n")
         print("\n".join([torch.cuda.get_device_name(), *linear_table(found)]))

@@ -10,14 +10,12 @@ nested absmax (``code2[i] * absmax2[j] + offset``, rounded between) would lose b
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch.library import triton_op, wrap_triton
 
+from nf4kernel import api, launch_cache
 from nf4kernel import kernel as K
-from nf4kernel import launch_cache
-from nf4kernel.quant_state import Layout, Tensors4bit, read, unwrap
+from nf4kernel.quant_state import Tensors4bit, read, unwrap
 
 
 @triton_op("nf4kernel_bench::dequantize_4bit", mutates_args=())
@@ -34,8 +32,7 @@ def _op(
     dtype: torch.dtype,
 ) -> torch.Tensor:
     out = torch.empty(shape, dtype=dtype, device=packed.device)
-    n_elements = math.prod(shape)
-    layout = Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, -(-n_elements // blocksize), False)
+    layout = api._layout_of(blocksize, blocksize2, shape, dtype)
     tensors = Tensors4bit(packed, absmax, code, code2, absmax2, offset)
     # Triton's own launch, no programmatic dependent launch: Inductor would not launch it as one.
     grid, args, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, interpreted=False)
@@ -47,9 +44,7 @@ def dequantize(W, quant_state=None):
     """``(W, quant_state) -> tensor`` through the ``triton_op`` (for ``nf4kernel.patch(dequantizer=...)``)."""
     packed, state = unwrap(W, quant_state)
     tensors, layout = read(packed, state)
-    out = torch.ops.nf4kernel_bench.dequantize_4bit(
-        *tensors, layout.blocksize, layout.blocksize2, list(layout.shape), layout.dtype
-    )
+    out = torch.ops.nf4kernel_bench.dequantize_4bit(*tensors, *api._op_layout(layout))
     return out.t() if layout.transposed else out
 
 

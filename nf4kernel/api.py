@@ -76,11 +76,16 @@ def _op_layout(layout: Layout):
     return layout.blocksize, layout.blocksize2, list(layout.shape), layout.dtype
 
 
+def _layout_of(blocksize: int, blocksize2: int, shape: list[int], dtype: torch.dtype) -> Layout:
+    """The ``Layout`` an op's arguments (``_op_layout``) stand for, as the kernel's launch needs it."""
+    n_elements = math.prod(shape)
+    return Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, -(-n_elements // blocksize), False)
+
+
 def _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, blocksize2, shape, dtype) -> None:
     """The ops' body: the checks ran while tracing; this is the launch, as eager's checked path does it."""
-    n_elements = math.prod(shape)
-    layout = Layout(torch.Size(shape), dtype, blocksize, blocksize2, n_elements, -(-n_elements // blocksize), False)
-    if n_elements:
+    layout = _layout_of(blocksize, blocksize2, shape, dtype)
+    if layout.n_elements:
         launch_cache.launch_for_op(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
 
 
