@@ -1,7 +1,7 @@
 """A QLoRA training step end to end (``benchmarks/_training.py``), tracked in the history beside the
 kernel's figures: one measuring process per run (asv's ``setup_cache``), every column and setting.
 
-Where there is no CUDA GPU, or no ``transformers``/``peft`` (the GPU runner's image has no PEFT),
+Where there is no CUDA GPU, or no ``transformers``/``peft`` (docs/self-hosted-runner.md installs them),
 every figure is skipped, saying why; any other error fails them. Every value is lower-is-better.
 These figures are history, not a gate: the regression check judges the kernel's per-call samples.
 """
