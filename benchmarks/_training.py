@@ -30,17 +30,7 @@ from pathlib import Path
 
 import torch
 
-LLAMA3_8B_LAYER = {  # Llama-3-8B's layer dimensions; the vocabulary is not a layer's (see VOCAB)
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-}
-VOCAB = 32000  # Llama-2's: the output layer is bf16 and not LoRA'd; Llama-3's 128256 would add time no column changes
-TINY = {"hidden_size": 128, "intermediate_size": 384, "num_attention_heads": 4, "num_key_value_heads": 2}
-SETTINGS = ((1, 512), (1, 2048), (4, 2048))  # batch, sequence
-COLUMNS = ("bitsandbytes", "unsloth", "nf4kernel")
-TRITON_OP = "nf4kernel as triton_op"  # compiled only: benchmarks/_triton_op.py
+from ._training_settings import LLAMA3_8B_LAYER, SETTINGS, TRITON_OP, VOCAB
 
 
 def save_checkpoint(path, layers: int, dims: dict = LLAMA3_8B_LAYER, vocab: int = VOCAB, seed: int = 0) -> None:

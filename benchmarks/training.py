@@ -8,9 +8,9 @@ These figures are history, not a gate: the regression check judges the kernel's 
 
 from __future__ import annotations
 
-from . import _training
+from . import _training_settings as plan
 
-SETTINGS = [f"{batch}x{sequence}" for batch, sequence in _training.SETTINGS]
+SETTINGS = [f"{batch}x{sequence}" for batch, sequence in plan.SETTINGS]
 
 
 def setup_cache():
@@ -23,6 +23,8 @@ def setup_cache():
         import transformers  # noqa: F401
     except ImportError as error:
         return {"skip": f"needs transformers and peft: {error}"}
+    from . import _training  # here, not at the top: it imports torch (benchmarks/_training_settings.py)
+
     # Without Unsloth: its import patches transformers and PEFT for the whole process, and its patched
     # model did not train deterministically on an H100, so stock would not be stock (_training.measure).
     return _training.measure(unsloth=False)
@@ -43,7 +45,7 @@ class _PerColumn(_Training):
     """A figure per setting and dequantizer (the last parameter); a column not measured is skipped,
     saying why."""
 
-    params = (SETTINGS, list(_training.COLUMNS))
+    params = (SETTINGS, list(plan.COLUMNS))
     param_names = ["batch x sequence", "dequantizer"]
 
     def setup(self, figures, *params):
@@ -88,7 +90,7 @@ class DecodeTimePerToken(_PerColumn):
     """Milliseconds per generated token, one at a time with the KV cache, no grad (bitsandbytes'
     inference path: its fused kernel where it picks it)."""
 
-    params = (["1", "8"], list(_training.COLUMNS))
+    params = (["1", "8"], list(plan.COLUMNS))
     param_names = ["batch", "dequantizer"]
     unit = "milliseconds"
 

@@ -18,7 +18,7 @@ from nf4kernel import api
 pytest.importorskip("transformers", reason="transformers is not installed (requirements/test.txt has it)")
 pytest.importorskip("peft", reason="PEFT is not installed (requirements/test.txt has it)")
 
-from benchmarks import _training  # after the skips: it needs both
+from benchmarks import _training, _training_settings  # after the skips: it needs both
 
 STEPS = 20
 
@@ -51,7 +51,7 @@ def assert_identical(stock, patched):
 def test_tiny_llama_trains_bit_identically_on_the_cpu(tmp_path, counted):
     # Dimensions are multiples of bitsandbytes' blocksize (64): its C++ CPU kernel, the stock side
     # here, reads the wrong absmax where a row is not one (a bug of bitsandbytes 0.50.2 on the CPU).
-    _training.save_checkpoint(tmp_path, layers=2, dims=_training.TINY, vocab=256)
+    _training.save_checkpoint(tmp_path, layers=2, dims=_training_settings.TINY, vocab=256)
     stock, patched = patched_and_stock(tmp_path, "cpu", 2, 32)
     assert_identical(stock, patched)
     # 2 layers x 7 linears, dequantized in each step's forward and backward, except the backward of
@@ -74,7 +74,7 @@ def test_the_benchmarks_identity_check_calls_a_wrong_column_wrong(tmp_path):
     must see a dequantizer that is off by 1% (a few bf16 ulps)."""
     from nf4kernel import patching
 
-    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training_settings.TINY, vocab=256)
     model = _training.load_qlora(tmp_path, "cpu")
     columns = {
         "bitsandbytes": _training.contextlib.nullcontext,
@@ -99,7 +99,7 @@ def test_under_a_compile_mode_each_column_is_compiled_afresh_and_a_failing_one_i
 
     modes = []
     monkeypatch.setattr(torch, "compile", lambda model, mode: (modes.append(mode), model)[1])
-    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training_settings.TINY, vocab=256)
     model = _training.load_qlora(tmp_path, "cpu")
     columns = {"bitsandbytes": _training.contextlib.nullcontext, "nf4kernel": nf4kernel.patch, "broken": broken}
     found = _training.same_losses(model, columns, steps=2, batch=1, sequence=16, mode="reduce-overhead")
@@ -125,7 +125,7 @@ def test_under_torch_compile_the_patched_model_trains_bit_identically_without_gr
     launches = []
     launch = api._launch_into
     monkeypatch.setattr(api, "_launch_into", lambda *args: (launches.append(1), launch(*args))[1])
-    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training_settings.TINY, vocab=256)
     model = _training.load_qlora(tmp_path, "cpu")
     start = _training.adapters(model)
     eager = _training.train(model, 3, 1, 16)
@@ -146,7 +146,7 @@ def test_under_torch_compile_the_patched_model_trains_bit_identically_without_gr
 @pytest.mark.interpreter
 @pytest.mark.skipif(HAS_CUDA, reason="the CPU run of bitsandbytes' 4-bit code: see the first test")
 def test_decode_times_every_column_in_interleaved_rounds(tmp_path, monkeypatch):
-    _training.save_checkpoint(tmp_path, layers=1, dims=_training.TINY, vocab=256)
+    _training.save_checkpoint(tmp_path, layers=1, dims=_training_settings.TINY, vocab=256)
     model = _training.load_qlora(tmp_path, "cpu")
     entered = []
 

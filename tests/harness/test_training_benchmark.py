@@ -3,10 +3,16 @@ measured, and read from the one measuring process's figures where they were."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from benchmarks import _training, training
+from benchmarks import _training_settings, training
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def figures():
@@ -52,10 +58,19 @@ def test_the_figures_are_read_from_the_measuring_process():
 
 def test_the_settings_are_the_issues():
     assert training.SETTINGS == ["1x512", "1x2048", "4x2048"]
-    assert _training.COLUMNS == ("bitsandbytes", "unsloth", "nf4kernel")
-    assert _training.LLAMA3_8B_LAYER == {
+    assert _training_settings.COLUMNS == ("bitsandbytes", "unsloth", "nf4kernel")
+    assert _training_settings.LLAMA3_8B_LAYER == {
         "hidden_size": 4096,
         "intermediate_size": 14336,
         "num_attention_heads": 32,
         "num_key_value_heads": 8,
     }
+
+
+def test_asv_imports_the_benchmark_modules_without_torch():
+    """asv imports a benchmark's module afresh for every parameter combination: with torch imported
+    there, each of the training figures' processes took about 5 s more than the kernel's (rehearsal
+    run 17). The figures come from setup_cache, which imports what it measures with."""
+    code = "import sys, benchmarks.gpu, benchmarks.training; print([m for m in sys.modules if m.startswith('torch')])"
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert found.stdout.strip() == "[]"
