@@ -3,6 +3,7 @@ measured, and read from the one measuring process's figures where they were."""
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -67,10 +68,26 @@ def test_the_settings_are_the_issues():
     }
 
 
+def torch_modules_after(code: str) -> str:
+    """The torch modules a fresh Python has imported after running ``code``."""
+    code += "; import sys; print([m for m in sys.modules if m.startswith('torch')])"
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+
+
 def test_asv_imports_the_benchmark_modules_without_torch():
-    """asv imports a benchmark's module afresh for every parameter combination: with torch imported
-    there, each of the training figures' processes took about 5 s more than the kernel's (rehearsal
-    run 17). The figures come from setup_cache, which imports what it measures with."""
-    code = "import sys, benchmarks.gpu, benchmarks.training; print([m for m in sys.modules if m.startswith('torch')])"
-    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert found.stdout.strip() == "[]"
+    """asv runs every parameter combination in a fresh process that imports the benchmark's module and
+    unpickles setup_cache's figures: neither may import torch (about 4 s each on an H100 machine, 27
+    times over: benchmarks/results/rehearsal/h100-run18-main-job)."""
+    assert torch_modules_after("import benchmarks.gpu, benchmarks.training").strip() == "[]"
+
+
+def test_the_cached_figures_unpickle_without_torch():
+    pytest.importorskip("peft")
+    pytest.importorskip("transformers")
+    from benchmarks import _training
+
+    found = _training.versions()
+    assert set(found) == {"torch", "transformers", "peft", "bitsandbytes"}
+    assert found["torch"] == torch.__version__
+    pickled = pickle.dumps(found)
+    assert torch_modules_after(f"import pickle; pickle.loads({pickled!r})").strip() == "[]"
