@@ -345,18 +345,6 @@ def linear_no_grad(columns: dict, tokens=(1, 8, 64), rounds: int = 7, calls: int
     return found
 
 
-def versions() -> dict:
-    """The measured packages' versions as plain strings. ``torch.__version__`` is a ``TorchVersion``:
-    in asv's cached figures it made every figure's process import torch to unpickle them, about 4 s
-    each (27 of them) on an H100 machine (benchmarks/results/rehearsal/h100-run18-main-job)."""
-    import bitsandbytes
-    import peft
-    import transformers
-
-    found = {"torch": torch, "transformers": transformers, "peft": peft, "bitsandbytes": bitsandbytes}
-    return {name: str(module.__version__) for name, module in found.items()}
-
-
 def measure(
     layers: int = 2,
     rounds: int = 7,
@@ -373,12 +361,21 @@ def measure(
     training was not deterministic: stock bitsandbytes differed from itself from the second step
     (``benchmarks/results/training/h100``). Without it, stock is stock and the identity check holds
     each column to it exactly."""
+    import bitsandbytes
+    import peft
+    import transformers
+
     columns = dequantizers(unsloth)
     errors = {name: c for name, c in columns.items() if isinstance(c, str)}
     columns = usable(columns)
     figures = {
         "device": torch.cuda.get_device_name(),
-        "versions": versions(),
+        "versions": {
+            "torch": torch.__version__,
+            "transformers": transformers.__version__,
+            "peft": peft.__version__,
+            "bitsandbytes": bitsandbytes.__version__,
+        },
         "model": {"layers": layers, "vocab": VOCAB, **LLAMA3_8B_LAYER, "lora_rank": 16},
         "columns": list(columns),
         "errors": errors,

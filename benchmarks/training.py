@@ -8,6 +8,8 @@ These figures are history, not a gate: the regression check judges the kernel's 
 
 from __future__ import annotations
 
+import json
+
 from . import _training_settings as plan
 
 SETTINGS = [f"{batch}x{sequence}" for batch, sequence in plan.SETTINGS]
@@ -27,7 +29,10 @@ def setup_cache():
 
     # Without Unsloth: its import patches transformers and PEFT for the whole process, and its patched
     # model did not train deterministically on an H100, so stock would not be stock (_training.measure).
-    return _training.measure(unsloth=False)
+    # As plain JSON types: asv unpickles these figures in each of the 27 parameter processes, and one
+    # value that was not plain (torch.__version__, a TorchVersion) made every one of them import torch,
+    # about 4 s each on an H100 machine (benchmarks/results/rehearsal/h100-run18-main-job).
+    return json.loads(json.dumps(_training.measure(unsloth=False)))
 
 
 setup_cache.timeout = 1200  # a Llama-3-8B-layer checkpoint written and loaded, every setting
