@@ -50,13 +50,23 @@ def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch
     return launch_cache.dequantize(W, quant_state, out)
 
 
-def fast_dequantize(W, quant_state=None, out: torch.Tensor | None = None, use_global_buffer: bool = False):
-    """Unsloth's ``fast_dequantize(W, quant_state, out, use_global_buffer)``, as Unsloth's callers use it.
+def fast_dequantize(
+    W,
+    quant_state=None,
+    out: torch.Tensor | None = None,
+    use_global_buffer: bool = False,
+    dtype: torch.dtype | None = None,
+):
+    """Unsloth's ``fast_dequantize(W, quant_state, out, use_global_buffer, dtype)``, as Unsloth's callers use it.
 
     Without a quant state it returns ``W`` itself, as Unsloth does for a layer that is not 4-bit (its
     LoRA code calls it on every base weight). ``use_global_buffer`` is accepted and changes nothing:
     Unsloth reuses one buffer across calls to save allocations; each call here returns its own tensor
-    (what a reused buffer may be used for, a fresh one may too)."""
+    (what a reused buffer may be used for, a fresh one may too). ``dtype`` (Unsloth 2026.10.9's LoRA
+    code passes its activations' dtype) steers only Unsloth's FP8 weights: a 4-bit weight comes out
+    in its quant state's dtype, in Unsloth and here."""
+    if dtype is not None and not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype or None, got {type(dtype).__name__}")
     if quant_state is None:
         return W
     return dequantize(W, quant_state, out=out)

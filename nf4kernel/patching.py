@@ -109,8 +109,10 @@ def _unsupported(state, dtype: torch.dtype | None = None) -> str | None:
     """Why nf4kernel won't take this state in place of bitsandbytes (None: it will)."""
     if isinstance(state, (list, tuple)):
         return "a list quant state (Unsloth's old format)"
-    if getattr(state, "quant_type", None) not in ("nf4", "fp4"):
-        return f"quant_type {getattr(state, 'quant_type', None)!r}"
+    if not hasattr(state, "quant_type"):
+        return f"a {type(state).__name__} quant state (not bitsandbytes' 4-bit)"
+    if state.quant_type not in ("nf4", "fp4"):
+        return f"quant_type {state.quant_type!r}"
     if state.dtype not in _DTYPES:
         return f"a weight quantized from {state.dtype}"
     if dtype is not None and state.dtype != dtype:
@@ -292,13 +294,16 @@ def _peft_dequantize_factory(original):
 
 
 def _unsloth_fast_dequantize_factory(original):
-    def fast_dequantize(W, quant_state=None, out=None, use_global_buffer=False):
+    def fast_dequantize(W, quant_state=None, out=None, use_global_buffer=False, **kwargs):
+        # kwargs: what this Unsloth version adds (2026.10.9: dtype, which steers only its FP8 weights;
+        # a 4-bit weight comes out in its own dtype there as here). Everything not a bitsandbytes
+        # 4-bit weight (no state: a 16-bit or FP8 layer; Unsloth's own formats) is Unsloth's to decode.
         if quant_state is None:
-            return W
+            return original(W, quant_state, out, use_global_buffer, **kwargs)
         reason = _unsupported(quant_state)
         if reason:
             _say_once(reason)
-            return original(W, quant_state, out, use_global_buffer)
+            return original(W, quant_state, out, use_global_buffer, **kwargs)
         return api.fast_dequantize(W, quant_state, out)
 
     fast_dequantize.__wrapped__ = original

@@ -231,6 +231,16 @@ def test_unsloths_lora_call_with_the_global_buffer(device, planned):
     assert torch.equal(got, bnb_dequantize(packed.t(), state))
 
 
+def test_unsloths_dtype_keyword_leaves_a_4bit_weight_in_its_own_dtype(device):
+    """Unsloth 2026.10.9's LoRA backward passes its activations' dtype; only its FP8 weights follow it."""
+    packed, state = _weight(device)
+    other = torch.float16 if state.dtype != torch.float16 else torch.bfloat16
+    got = nf4kernel.fast_dequantize(packed.t(), state, dtype=other)
+    assert got.dtype == state.dtype and torch.equal(got, bnb_dequantize(packed.t(), state))
+    with pytest.raises(TypeError, match="dtype must be a torch.dtype or None, got str"):
+        nf4kernel.fast_dequantize(packed, state, dtype="bfloat16")
+
+
 # --- Refused by name, on every call -----------------------------------------------------------------
 
 

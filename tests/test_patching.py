@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import logging
+import os
+import subprocess
 import sys
 import threading
 import types
+from pathlib import Path
 
 import pytest
 import torch
@@ -202,15 +207,20 @@ def test_peft_merges_through_nf4kernel_and_gets_the_same_weight(counted):
 # ------------------------------------------------------------------------------------- Unsloth
 
 
+class _Int4State:
+    """One of Unsloth's own quant-state formats (2026.10.9 has Int4QuantState, MXFP4, NVFP4): no quant_type."""
+
+
 @pytest.fixture
 def fake_unsloth(monkeypatch):
     """Unsloth needs a GPU to import: its shape (``unsloth.kernels.utils.fast_dequantize``, imported by
-    name in ``unsloth.kernels.fast_lora``) stands in, with bitsandbytes' dequantize behind it."""
+    name in ``unsloth.kernels.fast_lora``, with 2026.10.9's signature) stands in, with bitsandbytes'
+    dequantize behind it. The GPU has the real one: ``test_unsloth_under_the_patch_on_the_gpu``."""
     import bitsandbytes.functional as F
 
-    def fast_dequantize(W, quant_state=None, out=None, use_global_buffer=False):
-        if isinstance(quant_state, list):
-            return "unsloth's own"
+    def fast_dequantize(W, quant_state=None, out=None, use_global_buffer=False, dtype=None):
+        if isinstance(quant_state, (list, _Int4State)):
+            return "unsloth's own", dtype
         return W if quant_state is None else F.dequantize_4bit(W, quant_state)
 
     modules = {
@@ -224,15 +234,48 @@ def fake_unsloth(monkeypatch):
 
 
 @pytest.mark.interpreter
-def test_unsloth_fast_dequantize_is_rebound_everywhere_and_put_back(counted, fake_unsloth):
+def test_unsloth_fast_dequantize_is_rebound_everywhere_and_put_back(counted, fake_unsloth, caplog):
     original, modules = fake_unsloth
     packed, state = make_weight((64, 128), torch.bfloat16)
-    with nf4kernel.patch():
+    with nf4kernel.patch(), caplog.at_level(logging.WARNING, logger="nf4kernel"):
         utils, lora = modules["unsloth.kernels.utils"], modules["unsloth.kernels.fast_lora"]
         assert utils.fast_dequantize is lora.fast_dequantize is not original
         assert torch.equal(lora.fast_dequantize(packed, state), original(packed, state))
-        assert lora.fast_dequantize(packed) is packed  # no state: a 16-bit layer, returned as it is
-        assert utils.fast_dequantize(packed, [state.absmax]) == "unsloth's own"  # its old list state: its own code
+        # fast_lora's backward: the transposed packing, and the activations' dtype, which a 4-bit weight ignores
+        got = lora.fast_dequantize(packed.t(), state, dtype=torch.float16)
+        assert got.dtype == torch.bfloat16 and torch.equal(got, original(packed.t(), state))
+        assert lora.fast_dequantize(packed) is packed  # no state: a 16-bit layer, Unsloth's own answer
+        # Unsloth's own formats go to its code, with every argument: its old list state and its Int4 state
+        assert utils.fast_dequantize(packed, [state.absmax]) == ("unsloth's own", None)
+        assert utils.fast_dequantize(packed, _Int4State(), dtype=torch.float16) == ("unsloth's own", torch.float16)
     assert all(m.fast_dequantize is original for n, m in modules.items() if n != "unsloth")
     assert "fast_dequantize" not in modules["unsloth"].__dict__
-    assert counted == [(64, 128)]
+    assert counted == [(64, 128), (64, 128)]
+    said = [r.getMessage() for r in caplog.records]
+    assert said == [
+        "nf4kernel.patch: a list quant state (Unsloth's old format); the original code runs for it",
+        "nf4kernel.patch: a _Int4State quant state (not bitsandbytes' 4-bit); the original code runs for it",
+    ]
+
+
+@pytest.mark.gpu
+def test_unsloth_under_the_patch_on_the_gpu(tmp_path):
+    """The real Unsloth, in a process of its own (its import patches the process): rebound everywhere
+    and put back, its call forms and its LoRA_W step torch.equal to its own (unsloth_under_the_patch.py)."""
+    if importlib.util.find_spec("unsloth") is None:
+        pytest.skip("Unsloth is not installed (the GPU runner has it: the speed gate's baseline)")
+    script, result = Path(__file__).with_name("unsloth_under_the_patch.py"), tmp_path / "result.json"
+    root = str(Path(__file__).parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run(
+        [sys.executable, str(script), str(result)], capture_output=True, text=True, env=env, timeout=400
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(result.read_text())
+    assert [c["case"] for c in report["checks"]] == [
+        "float16 nested=False",
+        "float16 nested=True",
+        "bfloat16 nested=False",
+        "bfloat16 nested=True",
+    ]
+    assert {"unsloth.kernels.utils", "unsloth.kernels.fast_lora"} <= set(report["holders"])
