@@ -237,7 +237,7 @@ def test_unsloths_dtype_keyword_leaves_a_4bit_weight_in_its_own_dtype(device):
     other = torch.float16 if state.dtype != torch.float16 else torch.bfloat16
     got = nf4kernel.fast_dequantize(packed.t(), state, dtype=other)
     assert got.dtype == state.dtype and torch.equal(got, bnb_dequantize(packed.t(), state))
-    with pytest.raises(TypeError, match="dtype must be a torch.dtype or None, got str"):
+    with pytest.raises(TypeError, match=r"dtype must be a torch\.dtype or None, got str"):
         nf4kernel.fast_dequantize(packed, state, dtype="bfloat16")
 
 
