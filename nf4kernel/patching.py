@@ -298,13 +298,12 @@ def _unsloth_fast_dequantize_factory(original):
         # kwargs: what this Unsloth version adds (2026.10.9: dtype, which steers only its FP8 weights;
         # a 4-bit weight comes out in its own dtype there as here). Everything not a bitsandbytes
         # 4-bit weight (no state: a 16-bit or FP8 layer; Unsloth's own formats) is Unsloth's to decode.
-        if quant_state is None:
-            return original(W, quant_state, out, use_global_buffer, **kwargs)
-        reason = _unsupported(quant_state)
-        if reason:
+        if quant_state is not None:
+            reason = _unsupported(quant_state)
+            if reason is None:
+                return api.fast_dequantize(W, quant_state, out)
             _say_once(reason)
-            return original(W, quant_state, out, use_global_buffer, **kwargs)
-        return api.fast_dequantize(W, quant_state, out)
+        return original(W, quant_state, out, use_global_buffer, **kwargs)
 
     fast_dequantize.__wrapped__ = original
     return fast_dequantize
