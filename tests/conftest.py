@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
+ROOT = Path(__file__).resolve().parents[1]
 HAS_CUDA = torch.cuda.is_available()
 GPU_REASON = "needs a CUDA GPU (none here: the CPU runs of these tests use the Triton interpreter)"
 requires_gpu = pytest.mark.skipif(not HAS_CUDA, reason=GPU_REASON)
@@ -20,6 +24,12 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("gpu") and not HAS_CUDA:
             item.add_marker(pytest.mark.skip(reason=GPU_REASON))
+
+
+def child_env() -> dict[str, str]:
+    """The environment for a child Python that imports this checkout's packages, installed or not:
+    the checkout first on PYTHONPATH, then whatever was there (an offline bundle, say)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.fixture(params=DEVICES)

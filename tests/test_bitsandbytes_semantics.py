@@ -7,23 +7,20 @@ dequantizes; each test here failed before the change that fixed it."""
 from __future__ import annotations
 
 import copy
-import os
 import subprocess
 import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from conftest import assert_unmodified, bnb_dequantize, make_weight, snapshot
+from conftest import ROOT, assert_unmodified, bnb_dequantize, child_env, make_weight, snapshot
 from torch.utils._pytree import tree_map
 
 import nf4kernel
 from nf4kernel import launch_cache
 
 PLANNED = pytest.mark.parametrize("planned", [False, True], ids=["first-call", "planned"])
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _weight(device, shape=(32, 64), **kwargs):
@@ -281,8 +278,7 @@ try:
 except TypeError as error:
     print("TypeError:", error)
 """
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=child_env(), timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert f"TypeError: nf4kernel: {'W' if field == 'W' else 'quant_state.' + field} is a nested tensor" in done.stdout
 

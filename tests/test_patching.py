@@ -5,7 +5,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
-import os
 import subprocess
 import sys
 import threading
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import make_weight
+from conftest import child_env, make_weight
 
 import nf4kernel
 from nf4kernel import patching
@@ -265,10 +264,8 @@ def test_unsloth_under_the_patch_on_the_gpu(tmp_path):
     if importlib.util.find_spec("unsloth") is None:
         pytest.skip("Unsloth is not installed (the GPU runner has it: the speed gate's baseline)")
     script, result = Path(__file__).with_name("unsloth_under_the_patch.py"), tmp_path / "result.json"
-    root = str(Path(__file__).parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
     done = subprocess.run(
-        [sys.executable, str(script), str(result)], capture_output=True, text=True, env=env, timeout=400
+        [sys.executable, str(script), str(result)], capture_output=True, text=True, env=child_env(), timeout=400
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(result.read_text())

@@ -3,15 +3,12 @@ interpreter, and on the GPU where there is one."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parents[1]
+from conftest import ROOT, child_env
 
 
 def example(heading: str) -> str:
@@ -24,11 +21,10 @@ def example(heading: str) -> str:
 def run(code: str, tmp_path) -> subprocess.CompletedProcess:
     script = tmp_path / "example.py"
     script.write_text(code)
-    path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))  # installed or not
     return subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": path},
+        env=child_env(),
         capture_output=True,
         text=True,
         timeout=600,
