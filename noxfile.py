@@ -3,10 +3,18 @@ point (``python -m ...``), so the same job runs on a GPU machine where nox can't
 
     nox --no-venv -s gate        # use the machine's own Python (torch, triton, bitsandbytes, unsloth)
 
-Sessions that need the GPU's own torch build reuse the system site-packages in their venv.
+The sessions that import torch (tests, bench, gate, regression, backfill) share one environment,
+``.nox/torch``, built from the pins: torch's CPU build from PyTorch's index where the machine has no
+NVIDIA GPU, PyPI's CUDA build where it has one. The other sessions keep small environments of their own.
 """
 
 from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
 
 import nox
 
@@ -16,8 +24,12 @@ nox.options.reuse_venv = "yes"
 
 TEST_REQUIREMENTS = "requirements/test.txt"
 RUNTIME_REQUIREMENTS = "requirements/runtime.txt"  # torch, Triton, bitsandbytes: what measuring needs
+TORCH_CPU_REQUIREMENTS = "requirements/torch-cpu.txt"  # torch's CPU build, from PyTorch's index
 HARNESS_REQUIREMENTS = "requirements/harness.txt"
 CI_TOOLS_REQUIREMENTS = "requirements/ci-tools.txt"  # act, and the pin check's packaging and pyyaml
+# What the shared environment holds: everything a torch-importing session needs, installed once.
+SHARED_REQUIREMENTS = (TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
+SHARED_ENV = "torch"  # its folder in nox's environment folder (.nox)
 
 
 def install(session: nox.Session, *args: str) -> None:
@@ -27,17 +39,59 @@ def install(session: nox.Session, *args: str) -> None:
         session.install(*args, silent=False)
 
 
-def install_project(session: nox.Session, *requirements: str) -> None:
-    for requirement in requirements:
-        install(session, "-r", requirement)
-    install(session, "--no-deps", "-e", ".")
+def has_nvidia_gpu() -> bool:
+    """An NVIDIA driver is loaded here (its kernel module's /proc entry, or nvidia-smi on PATH): then
+    PyPI's torch, the CUDA build, is the one to install; elsewhere its CPU build."""
+    return Path("/proc/driver/nvidia/version").exists() or shutil.which("nvidia-smi") is not None
 
 
-def run_keeping_exit_code(session: nox.Session, *args: str) -> None:
+def _shared_fingerprint(cuda: bool) -> str:
+    """What the shared environment was built from: the interpreter, the torch build and every
+    requirements file's bytes (a changed pin rebuilds it, an unchanged one reuses it)."""
+    digest = hashlib.sha256(f"{sys.version} {'cuda' if cuda else 'cpu'}".encode())
+    for path in [*sorted(Path("requirements").glob("*.txt")), Path("pyproject.toml")]:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()
+
+
+def shared_env(session: nox.Session) -> dict[str, str]:
+    """Make (or bring up to date) the environment the torch-importing sessions share, and put it under
+    this session's own (small) venv: a .pth file there adds the shared site-packages, as pipx shares
+    its libraries, so the session's ``python``, its children and pytest's workers all import from it.
+    Returns the variables a command needs beside that: the shared bin/ on PATH, for its tools (act).
+    With --no-venv: nothing, the machine's own environment runs the command."""
+    if session.venv_backend == "none":
+        return {}
+    location = Path(session.virtualenv.location).parent / SHARED_ENV
+    python, stamp = location / "bin" / "python", location / "nf4kernel-fingerprint"
+    cuda = has_nvidia_gpu()
+    fingerprint = _shared_fingerprint(cuda)
+    if not (stamp.is_file() and stamp.read_text() == fingerprint and python.is_file()):
+        session.log(f"building the shared environment {location} ({'CUDA' if cuda else 'CPU'} torch)")
+        session.run(sys.executable, "-m", "venv", "--clear", str(location), external=True)
+        pip = (str(python), "-m", "pip", "install", "--disable-pip-version-check")
+        if not cuda:  # torch alone from PyTorch's CPU index; its dependencies come from PyPI below
+            session.run(*pip, "--no-deps", "-r", TORCH_CPU_REQUIREMENTS, external=True)
+        session.run(*pip, *(arg for file in SHARED_REQUIREMENTS for arg in ("-r", file)), external=True)
+        session.run(*pip, "--no-deps", "-e", ".", external=True)
+        stamp.write_text(fingerprint)
+    own, shared = (_site_packages(session, p) for p in ("python", str(python)))
+    # addsitedir, not a bare path: the shared site-packages' own .pth files (the editable install's)
+    # are read only for a site directory.
+    (Path(own) / "nf4kernel-shared.pth").write_text(f"import site; site.addsitedir({shared!r})\n")
+    return {"PATH": os.pathsep.join([str(location / "bin"), os.environ.get("PATH", "")])}
+
+
+def _site_packages(session: nox.Session, python: str) -> str:
+    code = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    return session.run(python, "-c", code, silent=True, log=False, external=True).strip()
+
+
+def run_keeping_exit_code(session: nox.Session, *args: str, env: dict[str, str] | None = None) -> None:
     """Run a command; if it fails, end nox with the command's own exit code (nox would say 1), so the
     codes an entry point documents (the gate's 4 = no GPU, say) reach whoever called nox."""
     try:
-        session.run(*args)
+        session.run(*args, env=env)
     except nox.command.CommandFailed as failed:
         code = failed.return_code or 1
         session.log(f"{args[2] if len(args) > 2 else args[0]} exited {code}")
@@ -51,56 +105,40 @@ def tests(session: nox.Session) -> None:
     Without a GPU the kernel runs in the Triton interpreter: ``nox -s tests -- -k launch_cache``.
     The suite is the one of the directory nox was started in: gpu.yml starts it in a PR's checkout
     with the base's noxfile (``nox --noxfile ../trusted/noxfile.py``)."""
-    install_project(session, TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
+    env = shared_env(session)
     # With the CI tools installed, the act and package-index tests must run; under --no-venv (the GPU
     # runner: no act, no general internet) they skip, saying why.
-    ci_tools = {} if session.venv_backend == "none" else {"NF4KERNEL_CI_TOOLS": "installed"}
+    if session.venv_backend != "none":
+        env["NF4KERNEL_CI_TOOLS"] = "installed"
     with session.chdir(session.invoked_from):
-        session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=ci_tools)
+        session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=env)
 
 
-@nox.session(default=False, venv_params=["--system-site-packages"])
+@nox.session(default=False)
 def gate(session: nox.Session) -> None:
     """The PR speed gate against Unsloth; exit 0 pass, 1 slow, 2 bad input, 3 wrong, 4 no GPU, 5 no Unsloth.
 
-    Needs a CUDA GPU and unsloth: ``nox --no-venv -s gate -- --threshold 1.2 --json gate.json``. In a
-    fresh venv on a machine without torch it installs the pinned (CPU) torch, so that the gate can
-    tell the true cause (no GPU) instead of failing on an import."""
-    install_runtime(session)
-    install(session, "--no-deps", "-e", ".")
-    run_keeping_exit_code(session, "python", "-m", "harness.gate", *session.posargs)
+    Needs a CUDA GPU and unsloth: ``nox --no-venv -s gate -- --threshold 1.2 --json gate.json`` runs
+    on the machine's own torch and Unsloth. Without --no-venv it runs in the shared environment, so
+    that on a machine without a GPU the gate can tell the true cause (no GPU) instead of failing on an
+    import."""
+    run_keeping_exit_code(session, "python", "-m", "harness.gate", *session.posargs, env=shared_env(session))
 
 
-def install_runtime(session: nox.Session) -> None:
-    """The machine's own torch where it has one (a GPU build: these sessions' venvs see the system's
-    packages); elsewhere the pinned CPU build, Triton and bitsandbytes (requirements/runtime.txt)."""
-    if session.venv_backend != "none" and not _imports(session, "torch"):
-        install(session, "-r", RUNTIME_REQUIREMENTS)
-
-
-def _imports(session: nox.Session, module: str) -> bool:
-    """Whether the session's Python finds ``module`` (looked up, not imported)."""
-    code = f"import importlib.util; print(importlib.util.find_spec({module!r}) is not None)"
-    return session.run("python", "-c", code, silent=True, log=False).strip().endswith("True")
-
-
-@nox.session(default=False, venv_params=["--system-site-packages"])
+@nox.session(default=False)
 def bench(session: nox.Session) -> None:
     """The main job: asv for this commit on this machine, then the self-contained history site.
 
-    GPU: the full suite; CPU: the interpreter smoke benchmarks. Then ``nox -s preview``. The machine's
-    own torch (a GPU build) is used where it has one; elsewhere the pinned CPU build is installed."""
-    install_runtime(session)
-    install_project(session, HARNESS_REQUIREMENTS)
-    session.run("python", "-m", "harness.bench", *session.posargs)
+    GPU: the full suite; CPU: the interpreter smoke benchmarks. Then ``asv preview`` (or ``nox -s
+    preview``). ``nox --no-venv -s bench`` measures the machine's own torch build (the GPU runner's)."""
+    run_keeping_exit_code(session, "python", "-m", "harness.bench", *session.posargs, env=shared_env(session))
 
 
 @nox.session(default=False)
 def publish(session: nox.Session) -> None:
     """Builds the history site in .asv/html from the stored and committed results (asv publish)."""
     install(session, "-r", HARNESS_REQUIREMENTS)
-    install(session, "--no-deps", "-e", ".")
-    session.run("python", "-m", "harness.site", "publish", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.site", "publish", *session.posargs)
 
 
 @nox.session(default=False)
@@ -110,23 +148,19 @@ def preview(session: nox.Session) -> None:
     run_keeping_exit_code(session, "python", "-m", "harness.site", "preview", *session.posargs)
 
 
-@nox.session(default=False, venv_params=["--system-site-packages"])
+@nox.session(default=False)
 def regression(session: nox.Session) -> None:
     """asv on two commits, exit 1 when HEAD got slower than BASE: ``nox -s regression -- BASE HEAD``."""
-    install_runtime(session)
-    install_project(session, HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs, env=shared_env(session))
 
 
-@nox.session(default=False, venv_params=["--system-site-packages"])
+@nox.session(default=False)
 def backfill(session: nox.Session) -> None:
     """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
-    install_runtime(session)
-    install_project(session, HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness.backfill", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.backfill", *session.posargs, env=shared_env(session))
 
 
-@nox.session(default=False, venv_params=["--system-site-packages"])
+@nox.session(default=False)
 def rehearse(session: nox.Session) -> None:
     """gpu.yml and history.yml for real on this GPU machine, under nektos act: ``nox -s rehearse -- noop``.
 
