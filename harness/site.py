@@ -9,10 +9,12 @@ refuses a file that changed. Where npm's file is the very file the CDN serves, a
 matches it too (the tests check both).
 
     python -m harness.site publish [--config asv.conf.json]   # seed, asv publish, self-contain
-    python -m harness.site preview [--port 8080]              # serve it (Ctrl-C stops it)
+    python -m harness.site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
     python -m harness.site vendor                             # re-fetch from npm and verify
 
-Exit 0 done (preview: stopped); 1 failed, or (preview) no site built yet, said in one line.
+Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
+asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed
+(its port taken, say).
 """
 
 from __future__ import annotations
@@ -24,9 +26,11 @@ import io
 import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -127,6 +131,19 @@ def gpu_results(results_dir: Path, into: Path) -> list[str]:
     return left_out
 
 
+def config_of(config: str) -> dict:
+    from harness import asvrun
+
+    return asvrun.load_config(str(asvrun.ROOT / config))
+
+
+def html_dir_of(config: str, conf: dict) -> Path:
+    """The site's folder: asv reads a configuration's paths from the configuration's own folder."""
+    from harness import asvrun
+
+    return (asvrun.ROOT / config).parent / conf.get("html_dir", "html")
+
+
 def publish(config: str = "asv.conf.json") -> Path:
     """Seed the results with the committed history, ``asv publish`` the GPU machines' results, then
     make the site self-contained."""
@@ -190,18 +207,63 @@ def vendor(update: bool = False) -> None:
 
 
 def preview(config: str, port: int) -> int:
-    """asv's own server on the built site; one line, not asv's traceback, where none is built."""
+    """asv's own server on the built site, until it ends or this process is told to stop; one line,
+    not asv's traceback, where no site is built."""
     from harness import asvrun
 
-    html = asvrun.ROOT / asvrun.load_config(str(asvrun.ROOT / config))["html_dir"]
+    html = html_dir_of(config, config_of(config))
     if not (html / "index.html").is_file():
         print(f"site: no site in {html} yet: build it with `python3 -m nox -s publish` (or `nox -s bench`)")
         return 1
     print(f"site: serving {html} on http://127.0.0.1:{port} (Ctrl-C stops it)", flush=True)
+    command = [sys.executable, "-m", "asv", "preview", "--port", str(port), "--config", str(config)]
+    return serve(command, cwd=asvrun.ROOT, env=asvrun.asv_env())
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOPPED_BY_A_SIGNAL = (-signal.SIGINT, -signal.SIGTERM)  # Popen's returncode of a child those ended
+POLL_S = 0.1
+STOP_WAIT_S = 10
+
+
+def serve(command: list[str], cwd: Path, env: dict) -> int:
+    """Run ``command``, a server, until it ends or SIGINT or SIGTERM reaches this process; then stop
+    it and wait for it. Either signal is how a server is stopped, sent here or to the server itself:
+    0. Any other end of the server: 1.
+
+    Unhandled, SIGTERM would kill this process and leave the server listening. And a server ended by
+    SIGTERM has Popen's returncode -15: returned as it is, ``SystemExit(-15)`` is exit status 241
+    (-15 modulo 256), which nox passes on."""
+    told_to_stop = []
+
+    def take_note(signum, frame):
+        told_to_stop.append(signum)
+
+    # The handler only takes note: one that raised could interrupt Popen after the server had started,
+    # leaving it running and unknown here. The loop below looks every POLL_S.
+    previous = {number: signal.signal(number, take_note) for number in STOP_SIGNALS}
     try:
-        return asvrun.asv("preview", "--port", str(port), config=config, check=False)
-    except KeyboardInterrupt:
-        return 0
+        print("+ python", " ".join(command[1:]), flush=True)
+        server = subprocess.Popen(command, cwd=cwd, env=env)
+        while server.poll() is None and not told_to_stop:
+            time.sleep(POLL_S)
+        if told_to_stop:
+            stop(server)
+            return 0
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return 0 if server.returncode in (0, *STOPPED_BY_A_SIGNAL) else 1
+
+
+def stop(server: subprocess.Popen) -> None:
+    """SIGTERM (an HTTP server has nothing to save), then SIGKILL if it is still there STOP_WAIT_S later."""
+    server.terminate()
+    try:
+        server.wait(timeout=STOP_WAIT_S)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 def main(argv=None) -> int:
