@@ -30,6 +30,10 @@ CI_TOOLS_REQUIREMENTS = "requirements/ci-tools.txt"  # act, and the pin check's 
 # What the shared environment holds: everything a torch-importing session needs, installed once.
 SHARED_REQUIREMENTS = (TEST_REQUIREMENTS, HARNESS_REQUIREMENTS, CI_TOOLS_REQUIREMENTS)
 SHARED_ENV = "torch"  # its folder in nox's environment folder (.nox)
+# The torch sessions' own venvs hold no pip or setuptools of their own, which would come before the
+# shared environment's on sys.path (an old setuptools can't build the wheel; an old pip lacks what the
+# install test uses): only the interpreter, and the .pth that adds the shared site-packages.
+ON_SHARED_ENV = ["--without-pip"]
 
 
 def install(session: nox.Session, *args: str) -> None:
@@ -98,7 +102,7 @@ def run_keeping_exit_code(session: nox.Session, *args: str, env: dict[str, str] 
         raise SystemExit(code) from None
 
 
-@nox.session(default=True)
+@nox.session(default=True, venv_params=ON_SHARED_ENV)
 def tests(session: nox.Session) -> None:
     """The correctness suite, in parallel (pytest -n auto; args after -- go to pytest).
 
@@ -114,7 +118,7 @@ def tests(session: nox.Session) -> None:
         session.run("python", "-m", "pytest", "-n", "auto", *session.posargs, env=env)
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_params=ON_SHARED_ENV)
 def gate(session: nox.Session) -> None:
     """The PR speed gate against Unsloth; exit 0 pass, 1 slow, 2 bad input, 3 wrong, 4 no GPU, 5 no Unsloth.
 
@@ -125,7 +129,7 @@ def gate(session: nox.Session) -> None:
     run_keeping_exit_code(session, "python", "-m", "harness.gate", *session.posargs, env=shared_env(session))
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_params=ON_SHARED_ENV)
 def bench(session: nox.Session) -> None:
     """The main job: asv for this commit on this machine, then the self-contained history site.
 
@@ -148,13 +152,13 @@ def preview(session: nox.Session) -> None:
     run_keeping_exit_code(session, "python", "-m", "harness.site", "preview", *session.posargs)
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_params=ON_SHARED_ENV)
 def regression(session: nox.Session) -> None:
     """asv on two commits, exit 1 when HEAD got slower than BASE: ``nox -s regression -- BASE HEAD``."""
     run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs, env=shared_env(session))
 
 
-@nox.session(default=False)
+@nox.session(default=False, venv_params=ON_SHARED_ENV)
 def backfill(session: nox.Session) -> None:
     """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
     run_keeping_exit_code(session, "python", "-m", "harness.backfill", *session.posargs, env=shared_env(session))

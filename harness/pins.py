@@ -10,8 +10,10 @@ downloads every wheel to answer it (torch alone is hundreds of MB per Python).
 
     python -m harness.pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
 
-The indexes are PyPI (or PIP_INDEX_URL) and PIP_EXTRA_INDEX_URL's, as pip would use them; file://
-entries are skipped.
+The indexes are PyPI (or PIP_INDEX_URL) and PIP_EXTRA_INDEX_URL's, as pip would use them, and a
+file's own ``--index-url``/``--extra-index-url`` lines for that file's pins (torch-cpu.txt names
+PyTorch's CPU index); file:// entries are skipped. gpu-runner.txt is not a CI leg's set: the GPU
+runner's image has its own Python and torch (tests/harness/test_install.py resolves that set).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
 CI_WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-REQUIREMENT_FILES = sorted((ROOT / "requirements").glob("*.txt"))
+REQUIREMENT_FILES = sorted(p for p in (ROOT / "requirements").glob("*.txt") if p.name != "gpu-runner.txt")
 PYPI = "https://pypi.org/simple"
 
 # The hosted runner (ubuntu-latest: 24.04, x86-64, glibc 2.39) accepts manylinux wheels up to 2.39;
@@ -77,15 +79,33 @@ def ci_pythons(workflow: Path = CI_WORKFLOW) -> list[str]:
 
 
 def pins(files: Iterable[Path] = REQUIREMENT_FILES) -> list[tuple[str, Requirement]]:
-    """(file name, requirement) for each requirement line; every one must be an exact `==` pin. A
-    `-r other.txt` line is skipped: that file is one of ``files`` itself."""
+    """(file name, requirement) for each requirement line; every one must be an exact `==` pin. Option
+    lines are skipped: `-r other.txt` (that file is one of ``files`` itself) and the index options,
+    which ``file_indexes`` reads."""
     found = []
     for path in files:
-        for line in path.read_text().splitlines():
-            line = line.split("#", 1)[0].strip()
-            if line and not line.startswith("-r "):
+        for line in _lines(path):
+            if not line.startswith("-"):
                 found.append((path.name, Requirement(line)))
     return found
+
+
+def _lines(path: Path) -> list[str]:
+    stripped = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [line for line in stripped if line]
+
+
+def file_indexes(path: Path, environ: dict[str, str] | None = None) -> list[str]:
+    """The indexes pip asks for ``path``'s pins: the file's own ``--index-url`` in place of the
+    environment's (or PyPI), and every ``--extra-index-url``, the file's and the environment's."""
+    own: dict[str, list[str]] = {"--index-url": [], "--extra-index-url": []}
+    for line in _lines(path):
+        option, _, value = line.replace("=", " ", 1).partition(" ")
+        if option in own:
+            own[option].append(value.strip())
+    urls = index_urls(environ)
+    main, extra = (own["--index-url"][-1:] or urls[:1]), own["--extra-index-url"] + urls[1:]
+    return [url.rstrip("/") for url in main + extra if url.startswith(("http://", "https://"))]
 
 
 def conflicting_pins(pinned: list[tuple[str, Requirement]]) -> list[str]:
@@ -199,16 +219,26 @@ def list_from_indexes(urls: list[str], timeout: float = 20) -> Lister:
                 files += parser.files
         return files
 
+    list_files.unreachable = unreachable  # type: ignore[attr-defined]
     return list_files
 
 
 def main(argv: list[str] | None = None) -> int:
     pythons = ci_pythons()
     pinned = pins()
-    urls = index_urls()
     print(f"Pythons from {CI_WORKFLOW.relative_to(ROOT)}: {', '.join(pythons)}")
-    print(f"{len(pinned)} pins from {', '.join(p.name for p in REQUIREMENT_FILES)}; indexes: {', '.join(urls)}")
-    problems = conflicting_pins(pinned) + missing_wheels(pythons, pinned, list_from_indexes(urls))
+    print(f"{len(pinned)} pins from {', '.join(p.name for p in REQUIREMENT_FILES)}")
+    problems = conflicting_pins(pinned)
+    for path in REQUIREMENT_FILES:
+        urls = file_indexes(path)
+        lister = list_from_indexes(urls)
+        missing = missing_wheels(pythons, pins([path]), lister)
+        if missing and lister.unreachable == set(urls):
+            # No index answered: nothing is known either way (pip, too, skips such an index), and a
+            # pin can only be called missing by an index that was asked.
+            print(f"UNCHECKED: {path.name}: no index of it answered ({', '.join(urls)})")
+        else:
+            problems += missing
     for problem in problems:
         print(f"PROBLEM: {problem}")
     print("every pin has a wheel for every leg" if not problems else f"{len(problems)} pin/Python pairs can't install")

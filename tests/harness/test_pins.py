@@ -91,6 +91,24 @@ def test_only_reachable_http_indexes_are_asked():
     assert pins.index_urls(environ) == [pins.PYPI, "https://download.example/whl/cpu"]
 
 
+def test_a_files_own_index_options_name_where_its_pins_are_looked_up(tmp_path):
+    requirements = tmp_path / "torch-cpu.txt"
+    requirements.write_text(
+        "# torch alone\n--index-url https://download.example/whl/cpu/\n--extra-index-url=https://more.example/simple\n"
+        "-r other.txt\ntorch==2.13.0  # the CPU build\n"
+    )
+    assert [str(r) for _, r in pins.pins([requirements])] == ["torch==2.13.0"]
+    environ = {"PIP_EXTRA_INDEX_URL": "https://env.example/simple"}
+    assert pins.file_indexes(requirements, environ) == [
+        "https://download.example/whl/cpu",
+        "https://more.example/simple",
+        "https://env.example/simple",
+    ]
+    plain = tmp_path / "plain.txt"
+    plain.write_text("nox==2026.10.20\n")
+    assert pins.file_indexes(plain, {}) == [pins.PYPI]
+
+
 def test_the_promised_pythons_agree_with_the_ci_legs():
     legs = pins.ci_pythons()
     oldest = legs[0]
