@@ -8,7 +8,11 @@ kept in ``site_assets/`` with their licences; ``site_assets/lock.json`` pins eac
 refuses a file that changed. Where npm's file is the very file the CDN serves, asv's own SRI hash
 matches it too (the tests check both).
 
-    python -m harness.site publish [--config asv.conf.json]   # seed, asv publish, self-contain
+``publish`` is ``asv publish`` itself: the configuration's site plugin (``asv_site.py``) seeds the
+results with the committed GPU history, graphs the GPU machines alone and calls this module to make
+the pages self-contained, so a plain ``asv publish`` builds this same site.
+
+    python -m harness.site publish [--config asv.conf.json]   # asv publish, with the site plugin
     python -m harness.site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
     python -m harness.site vendor                             # re-fetch from npm and verify
 
@@ -39,6 +43,7 @@ LOCK = ASSETS / "lock.json"
 REGISTRY = "https://registry.npmjs.org"
 VENDOR = "vendor"  # where the copies go, inside the published site
 PAGES = ("index.html", "error.html")
+SITE_PLUGIN = ".harness.asv_site"  # asv.conf.json's "plugins" entry that makes asv publish this site
 
 
 def sri(data: bytes, algorithm: str = "sha384") -> str:
@@ -145,29 +150,21 @@ def html_dir_of(config: str, conf: dict) -> Path:
 
 
 def publish(config: str = "asv.conf.json") -> Path:
-    """Seed the results with the committed history, ``asv publish`` the GPU machines' results, then
-    make the site self-contained."""
-    import tempfile
+    """``asv publish`` with ``config``, whose site plugin does the rest (``asv_site.py``): one way
+    to build the site, whoever asks for it. Returns the site's folder."""
+    from harness import asvrun
 
-    from harness import asvrun, history
-
-    conf = asvrun.load_config(str(asvrun.ROOT / config))
-    results = asvrun.ROOT / conf["results_dir"]
-    history.seed(results)
-    with tempfile.TemporaryDirectory(prefix="asv-publish-") as tmp:
-        left_out = gpu_results(results, Path(tmp) / "results")
-        # asv reads a configuration's paths from the configuration's folder: this one's are absolute.
-        keys = ("repo", "benchmark_dir", "env_dir", "html_dir")
-        paths = {key: str(asvrun.ROOT / conf[key]) for key in keys if key in conf}
-        shown = {**conf, **paths, "results_dir": str(Path(tmp) / "results"), "plugins": []}
-        (Path(tmp) / "asv.conf.json").write_text(json.dumps(shown))
-        asvrun.asv("publish", config=str(Path(tmp) / "asv.conf.json"))
-    for name in left_out:
-        print(f"site: {name}'s results are not graphed: a CPU machine's times are the interpreter's", flush=True)
-    html = asvrun.ROOT / conf["html_dir"]
-    drop_benchmarks_without_results(html)
-    make_self_contained(html)
-    return html
+    conf = config_of(config)
+    if SITE_PLUGIN not in conf.get("plugins", []):
+        raise ValueError(
+            f'{config} does not load the site plugin ("plugins": [..., "{SITE_PLUGIN}"]): '
+            "asv publish would build pages that load CDNs and graph CPU machines"
+        )
+    try:
+        asvrun.asv("publish", config=config)
+    except subprocess.CalledProcessError as failed:
+        raise ValueError(f"asv publish failed (exit {failed.returncode}); asv said why above") from None
+    return html_dir_of(config, conf)
 
 
 # --- Vendoring: the one place that talks to the npm registry ---------------------------------------
@@ -285,7 +282,8 @@ def main(argv=None) -> int:
         else:
             html = publish(args.config)
             print(
-                f"site: built in {html}; view it with `python3 -m nox -s preview` (its pages load their data over HTTP)"
+                f"site: built in {html}; serve it with `asv preview` or `python3 -m nox -s preview` and open "
+                "http://127.0.0.1:8080 (its pages load their data over HTTP: opened as a file, they can't)"
             )
     except (ValueError, subprocess.CalledProcessError) as error:
         print(f"site: {error}", file=sys.stderr)

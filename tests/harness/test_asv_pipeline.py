@@ -45,7 +45,7 @@ def config(path: Path, repo: Path, checkout: Path, tmp: Path) -> Path:
                 "branches": ["main"],
                 "dvcs": "git",
                 "environment_type": "existing",
-                "plugins": [".harness.asv_env"],
+                "plugins": [".harness.asv_env", ".harness.asv_site"],
                 "benchmark_dir": str(checkout / "benchmarks"),
                 "results_dir": str(tmp / "results"),
                 "html_dir": str(tmp / "html"),

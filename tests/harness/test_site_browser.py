@@ -23,14 +23,14 @@ from pathlib import Path
 
 import pytest
 from checkouts import clone_on_main, head, python_path
+from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
-from harness import history
+from harness import history, site
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 TRACKED = "gpu.KernelTime.track_kernel_time"
-MACHINES = sorted(p.name for p in history.STORE.iterdir() if p.is_dir())
 
 
 def _missing() -> list[str]:
@@ -57,7 +57,7 @@ def site_url(tmp_path_factory):
     clone = clone_on_main(tmp / "clone")  # a `main` that holds the history's commits
     config = clone / "asv-site.conf.json"
     conf = {"version": 1, "project": "nf4kernel", "repo": str(clone), "branches": ["main"], "dvcs": "git"}
-    conf.update(environment_type="existing", plugins=[".harness.asv_env"], benchmark_dir="benchmarks")
+    conf.update(environment_type="existing", plugins=[".harness.asv_env", site.SITE_PLUGIN], benchmark_dir="benchmarks")
     conf.update(results_dir=str(tmp / "results"), html_dir=str(tmp / "html"))
     config.write_text(json.dumps(conf))
     add_a_cpu_machines_result(tmp / "results")  # as a CPU machine's own main job leaves one
@@ -76,23 +76,6 @@ def site_url(tmp_path_factory):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
-
-
-CPU_MACHINE = "cpu-test"
-
-
-def add_a_cpu_machines_result(results: Path) -> None:
-    """A CPU smoke run's result beside the history, described as harness/machine.py describes a CPU
-    machine (no GPU, another torch): the site must stay as it is without it."""
-    machine_dir = results / CPU_MACHINE
-    machine_dir.mkdir(parents=True)
-    info = {"machine": CPU_MACHINE, "gpu": "none", "driver": "none", "cuda": "none", "torch": "2.13.0+cpu"}
-    info.update(toolchain="torch 2.13.0+cpu, triton 3.9.0, bitsandbytes 0.50.2", version=1)
-    (machine_dir / "machine.json").write_text(json.dumps(info))
-    source = next((history.STORE / MACHINES[0]).glob("*-existing-*.json"))
-    result = json.loads(source.read_text())
-    result["params"] = {"machine": CPU_MACHINE, "toolchain": info["toolchain"], "python": "3.11"}
-    (machine_dir / source.name.replace("py3.12", "py3.11")).write_text(json.dumps(result))
 
 
 class QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -139,16 +122,6 @@ def screenshot(driver, name: str, tmp_path) -> None:
     keep = os.environ.get("NF4KERNEL_SCREENSHOTS")
     if keep:
         shutil.copyfile(path, Path(keep) / name)
-
-
-def benchmarks_with_results() -> set[str]:
-    """The suite's benchmarks that the committed history holds a value of (a new one has none yet)."""
-    found = set()
-    for machine_dir in (p for p in history.STORE.iterdir() if p.is_dir()):
-        for path in machine_dir.glob("*.json"):
-            if path.name != "machine.json":
-                found |= {name for name, row in json.loads(path.read_text())["results"].items() if row and row[0]}
-    return found & set(json.loads((history.STORE / "benchmarks.json").read_text())) - {"version"}
 
 
 def test_the_index_renders_every_benchmark_without_errors(browser, site_url, tmp_path):
