@@ -18,7 +18,8 @@ Decisions a user can see:
 * **Tensors are read for their values.** A view with torch's negative bit (``z.conj().imag``) is read
   through a resolved copy, as torch's ops would read it. A tensor that is not in memory of its own
   (a ``__torch_dispatch__`` wrapper subclass, ``torch.vmap``'s batched tensors) is computed by torch's
-  ops (``reference.py``), exactly, more slowly. A nested or sparse tensor is refused by name.
+  ops (``reference.py``), exactly, more slowly. A nested tensor, or one of any layout but strided
+  (sparse COO, CSR, CSC, BSR, BSC, MKL-DNN), is refused by name, as ``W``, a state tensor or ``out``.
 * **A packed ``W`` whose first dimension is 1** is the transposed packing, whatever its number of
   dimensions, as ``bitsandbytes.functional.dequantize_4bit`` decides (``A.shape[0] == 1``): the
   result comes back transposed (``.t()``), so ``quant_state.shape`` must then have at most 2
@@ -28,11 +29,11 @@ Decisions a user can see:
 * **``quant_state.shape``** may be any sequence of non-negative integers (``torch.Size``, tuple,
   list, numpy integers); it is read as ints each call.
 * **``out=``** follows torch's ``out=`` ops: it must have the result's shape, dtype and device, be
-  contiguous, and share no byte with ``W`` or any state tensor (torch refuses such overlap too);
-  while autograd records (grad mode on) it must not require grad, an inference tensor is only
-  accepted inside ``torch.inference_mode()``, and a write bumps its version counter, so a tensor
-  that autograd saved for backward and that was then overwritten makes backward fail instead of
-  giving wrong gradients.
+  a contiguous plain (strided) tensor, and share no byte with ``W`` or any state tensor (torch
+  refuses such overlap too); while autograd records (grad mode on) it must not require grad, an
+  inference tensor is only accepted inside ``torch.inference_mode()``, and a write bumps its version
+  counter, so a tensor that autograd saved for backward and that was then overwritten makes backward
+  fail instead of giving wrong gradients.
 """
 
 from __future__ import annotations
@@ -184,15 +185,23 @@ def module_weight(module):
     return getattr(module, "weight", None)
 
 
-def _plain(name: str, value: torch.Tensor) -> None:
-    """A nested or sparse tensor is refused by name: it has no flat memory the kernel could read, and
-    bitsandbytes' own ops refuse it too."""
+def plain_refusal(name: str, value: torch.Tensor) -> TypeError | None:
+    """The TypeError naming a nested tensor or one of any layout but ``torch.strided`` (sparse COO,
+    CSR, CSC, BSR, BSC, MKL-DNN): none has flat memory the kernel could read or write, and
+    bitsandbytes' own ops refuse them too. None for a plain tensor."""
     if value.is_nested:
-        raise TypeError(f"nf4kernel: {name} is a nested tensor; pass a plain (strided) tensor")
+        return TypeError(f"nf4kernel: {name} is a nested tensor; pass a plain (strided) tensor")
     # Traced, the layout is not read: Dynamo refuses ``.layout`` inside an autograd backward (where
     # bitsandbytes' MatMul4Bit dequantizes), and it never traces a sparse tensor as a plain one.
     if not _is_compiling() and value.layout != torch.strided:
-        raise TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
+        return TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
+    return None
+
+
+def _plain(name: str, value: torch.Tensor) -> None:
+    refusal = plain_refusal(name, value)
+    if refusal is not None:
+        raise refusal
 
 
 def in_memory(tensor: torch.Tensor) -> bool:
@@ -382,6 +391,9 @@ def check_out(out: torch.Tensor, layout: Layout, device: torch.device) -> None:
     ops allow. Traceable by Dynamo; ``check_out_memory`` checks what only the real tensor can say."""
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"nf4kernel: out must be a tensor, got {type(out).__name__}")
+    # First: torch raises its own RuntimeError on reading a sparse compressed tensor's contiguity or
+    # a nested tensor's shape.
+    _plain("out", out)
     if out.shape != layout.shape:
         raise ValueError(f"nf4kernel: out has shape {tuple(out.shape)}, expected {tuple(layout.shape)}")
     if out.dtype != layout.dtype:

@@ -283,11 +283,18 @@ except TypeError as error:
     assert f"TypeError: nf4kernel: {'W' if field == 'W' else 'quant_state.' + field} is a nested tensor" in done.stdout
 
 
-@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")  # torch's, on making one
-def test_a_sparse_w_is_refused_by_name(device):
+# torch's, once a process, on making the first CSR, CSC, BSR or BSC tensor
+@pytest.mark.filterwarnings("ignore:Sparse [A-Z]+ tensor support is in beta:UserWarning")
+@PLANNED
+@pytest.mark.parametrize("layout", ["sparse_coo", "sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc"])
+def test_a_sparse_w_is_refused_by_name(device, planned, layout):
     packed, state = _weight(device)
-    with pytest.raises(TypeError, match=r"W is a torch\.sparse_csr tensor"):
-        nf4kernel.dequantize(packed.reshape(32, -1).to_sparse_csr(), state)
+    _planned_if(planned, packed, state)
+    rows = packed.reshape(32, -1)
+    blocks = (1, 1) if layout in ("sparse_bsr", "sparse_bsc") else None  # the blocked layouts need a block size
+    sparse = rows.to_sparse(layout=getattr(torch, layout), blocksize=blocks)
+    with pytest.raises(TypeError, match=rf"W is a torch\.{layout} tensor"):
+        nf4kernel.dequantize(sparse, state)
 
 
 # --- What torch's ops compute: wrapper subclasses, vmap ------------------------------------------------

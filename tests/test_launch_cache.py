@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import re
 import threading
 import weakref
 
@@ -398,6 +399,30 @@ def test_a_planned_state_is_not_fooled_by_views(device, nested, field, fool, err
         set_field(s, field, fool(get_field(s, field)))
         with pytest.raises(error, match=pattern):
             nf4kernel.dequantize(packed, s)
+
+
+# Sparse forms of a state's tensors (the blocked layouts of 1x1 blocks).
+SPARSE = {
+    "sparse_coo": lambda t: t.to_sparse(),
+    "sparse_csr": lambda t: t.to_sparse_csr(),
+    "sparse_csc": lambda t: t.to_sparse_csc(),
+    "sparse_bsr": lambda t: t.to_sparse_bsr((1, 1)),
+    "sparse_bsc": lambda t: t.to_sparse_bsc((1, 1)),
+}
+
+
+# torch's, once a process, on making the first CSR, CSC, BSR or BSC tensor
+@pytest.mark.filterwarnings("ignore:Sparse [A-Z]+ tensor support is in beta:UserWarning")
+@pytest.mark.parametrize("layout", list(SPARSE))
+@pytest.mark.parametrize("field", ["absmax", "state2.absmax"])
+def test_a_planned_state_tensor_made_sparse_is_refused_by_name(device, field, layout):
+    packed, state = make_weight((32, 64), device=device, nested=field != "absmax")
+    state = copy.deepcopy(state)
+    nf4kernel.dequantize(packed, state)
+    assert id(state) in launch_cache._PLANS
+    set_field(state, field, SPARSE[layout](get_field(state, field).reshape(1, -1)))
+    with pytest.raises(TypeError, match=rf"quant_state\.{re.escape(field)} is a torch\.{layout} tensor"):
+        nf4kernel.dequantize(packed, state)
 
 
 @pytest.mark.parametrize("field", ["absmax", "state2.absmax", "state2.code"])

@@ -284,7 +284,56 @@ BAD_INPUTS = [
     ),
 ]
 
+# Every sparse layout torch has, made from a 2-D strided tensor (the blocked ones of 1x1 blocks, which
+# any shape divides). None has flat memory the kernel could read or write.
+SPARSE_LAYOUTS = {
+    "sparse_coo": lambda t: t.to_sparse(),
+    "sparse_csr": lambda t: t.to_sparse_csr(),
+    "sparse_csc": lambda t: t.to_sparse_csc(),
+    "sparse_bsr": lambda t: t.to_sparse_bsr((1, 1)),
+    "sparse_bsc": lambda t: t.to_sparse_bsc((1, 1)),
+}
 
+
+def _sparse_field(d, field, make_sparse):
+    """A weight (flat absmax for ``absmax``, nested otherwise) with one state tensor made sparse."""
+    packed, state = _weight(d, nested=field != "absmax")
+    set_field(state, field, make_sparse(get_field(state, field).reshape(1, -1)))
+    return packed, state
+
+
+for _layout, _sparse in SPARSE_LAYOUTS.items():
+    BAD_INPUTS += [
+        (
+            f"out is {_layout}",
+            lambda d, s=_sparse: (
+                (w := _weight(d)),
+                _call(*w, out=s(torch.ones((32, 64), dtype=torch.bfloat16, device=d))),
+            ),
+            TypeError,
+            rf"out is a torch\.{_layout} tensor",
+        ),
+        (
+            f"W is {_layout}",
+            lambda d, s=_sparse: ((w := _weight(d)), _call(s(w[0].reshape(32, -1)), w[1])),
+            TypeError,
+            rf"W is a torch\.{_layout} tensor",
+        ),
+        *(
+            (
+                f"quant_state.{field} is {_layout}",
+                # Snapshots read memory, which a sparse tensor has none of: W is checked unmodified.
+                lambda d, s=_sparse, f=field: ((w := _sparse_field(d, f, s))[0], _call(*w)),
+                TypeError,
+                rf"quant_state\.{re.escape(field)} is a torch\.{_layout} tensor",
+            )
+            for field in ("absmax", "state2.absmax", "state2.code", "offset")
+        ),
+    ]
+
+
+# torch's, once a process, on making the first CSR, CSC, BSR or BSC tensor
+@pytest.mark.filterwarnings("ignore:Sparse [A-Z]+ tensor support is in beta:UserWarning")
 @pytest.mark.parametrize("builder,error,pattern", [c[1:] for c in BAD_INPUTS], ids=[c[0] for c in BAD_INPUTS])
 def test_bad_input_raises_a_clear_error(device, builder, error, pattern):
     inputs, call = builder(device)
@@ -433,3 +482,30 @@ def test_an_inference_tensor_out_only_inside_inference_mode(device, planned):
     with torch.inference_mode():
         assert nf4kernel.dequantize(packed, state, out=out) is out
     assert torch.equal(out, bnb_dequantize(packed, state))
+
+
+# What else a tensor can be than plain (strided) memory: (make one from a strided tensor, read its values back).
+OTHER_THAN_STRIDED = {
+    **{layout: (make, lambda t: t.to_dense()) for layout, make in SPARSE_LAYOUTS.items()},
+    "_mkldnn": (lambda t: t.to_mkldnn(), lambda t: t.to_dense()),
+    "nested": (lambda t: torch.nested.nested_tensor(list(t)), lambda t: t.to_padded_tensor(0.0)),
+    "jagged": (lambda t: torch.nested.nested_tensor(list(t), layout=torch.jagged), lambda t: t.to_padded_tensor(0.0)),
+}
+
+
+# torch's, once a process, on making the first CSR, CSC, BSR or BSC tensor
+@pytest.mark.filterwarnings("ignore:Sparse [A-Z]+ tensor support is in beta:UserWarning")
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage:UserWarning")
+@PLANNED
+@pytest.mark.parametrize("kind", list(OTHER_THAN_STRIDED))
+def test_out_of_any_layout_but_strided_is_refused_by_name(device, planned, kind):
+    if kind == "_mkldnn" and (device != "cpu" or not torch.backends.mkldnn.is_available()):
+        pytest.skip("MKL-DNN tensors are CPU tensors of a torch built with MKL-DNN")
+    make, values_of = OTHER_THAN_STRIDED[kind]
+    packed, state = _weight_for(device, planned)
+    ones = torch.ones(OUT_SHAPE, dtype=torch.bfloat16, device=device)
+    out = make(ones)
+    named = "a nested tensor" if kind in ("nested", "jagged") else f"a torch.{kind} tensor"
+    with pytest.raises(TypeError, match=f"out is {re.escape(named)}; pass a plain"):
+        nf4kernel.dequantize(packed, state, out=out)
+    assert torch.equal(values_of(out), ones)  # nothing written
