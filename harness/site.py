@@ -10,7 +10,8 @@ matches it too (the tests check both).
 
 ``publish`` is ``asv publish`` itself: the configuration's site plugin (``asv_site.py``) seeds the
 results with the committed GPU history, graphs the GPU machines alone and calls this module to make
-the pages self-contained, so a plain ``asv publish`` builds this same site.
+the pages self-contained, so a plain ``asv publish`` builds this same site. The pages load their data
+over HTTP: opened as a file they can't, and ``site_assets/needs-http.js`` tells the reader so.
 
     python -m harness.site publish [--config asv.conf.json]   # asv publish, with the site plugin
     python -m harness.site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
@@ -44,6 +45,10 @@ REGISTRY = "https://registry.npmjs.org"
 VENDOR = "vendor"  # where the copies go, inside the published site
 PAGES = ("index.html", "error.html")
 SITE_PLUGIN = ".harness.asv_site"  # asv.conf.json's "plugins" entry that makes asv publish this site
+NEEDS_HTTP = "needs-http.js"  # our own script: on file:// it says to serve the site (site_assets/)
+# Without an integrity attribute: a browser refuses an integrity-checked script on file:// (Chromium:
+# "requires the request to be CORS enabled"), and file:// is the one place this script is for.
+NEEDS_HTTP_TAG = f'<script src="{VENDOR}/{NEEDS_HTTP}"></script>'
 
 
 def sri(data: bytes, algorithm: str = "sha384") -> str:
@@ -77,22 +82,34 @@ def _local_tag(tag: re.Match, entry: dict) -> str:
     return f'<script src="{local}" integrity="{entry["sri"]}" onerror="js_load_failure()">'
 
 
+def _first_in_head(text: str, page: str) -> str:
+    """``text`` with the needs-http script as the first thing in its ``<head>``: it must run before
+    the libraries, whose refusal on file:// sends the reader off to error.html."""
+    if NEEDS_HTTP_TAG in text:
+        return text
+    text, count = re.subn(r"<head\b[^>]*>", lambda head: head.group(0) + NEEDS_HTTP_TAG, text, count=1)
+    if not count:
+        raise ValueError(f"{page} has no <head> to load {NEEDS_HTTP} from: this asv's pages are not the ones known")
+    return text
+
+
 def make_self_contained(html_dir: Path) -> list[str]:
-    """Copy the vendored libraries into ``html_dir/vendor`` and point asv's pages at them. Returns the
-    CDN addresses replaced; raises ValueError if a page still loads anything from the network."""
+    """Copy the vendored libraries (and the needs-http script) into ``html_dir/vendor`` and point
+    asv's pages at them. Returns the CDN addresses replaced; raises ValueError if a page still loads
+    anything from the network."""
     check_assets()
     html_dir = Path(html_dir)
     entries = lock()["files"]
-    for entry in entries:
-        target = html_dir / VENDOR / entry["local"]
+    for local in [entry["local"] for entry in entries] + [NEEDS_HTTP]:
+        target = html_dir / VENDOR / local
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(ASSETS / entry["local"], target)
+        shutil.copyfile(ASSETS / local, target)
     replaced = []
     for page in PAGES:
         path = html_dir / page
         if not path.is_file():
             continue
-        text = path.read_text()
+        text = _first_in_head(path.read_text(), page)
         for entry in entries:
             if entry.get("cdn") and entry["cdn"] in text:
                 text, count = _script_or_link(entry["cdn"]).subn(lambda m, e=entry: _local_tag(m, e), text)

@@ -80,3 +80,17 @@ def test_a_page_naming_an_unknown_library_is_refused(tmp_path):
     page.write_text(page.read_text().replace("</head>", '<script src="https://cdn.example/x.js"></script></head>'))
     with pytest.raises(ValueError, match="still loads"):
         site.make_self_contained(html)
+
+
+def test_every_page_loads_the_needs_http_script_first_and_without_an_integrity_check(tmp_path):
+    """Opened as a file, a page refuses its integrity-checked scripts and sends the reader to
+    error.html: the script that says to serve the site runs first on both, unchecked, or not at all."""
+    html = tmp_path / "html"
+    shutil.copytree(ASV_INDEX.parent, html)
+    site.make_self_contained(html)
+    site.make_self_contained(html)  # once more, as over a site already made self-contained: one reference
+    for page in site.PAGES:
+        text = (html / page).read_text()
+        assert re.search(r"<script\b[^>]*>", text).group(0) == '<script src="vendor/needs-http.js">', page
+        assert text.count("needs-http.js") == 1, page
+    assert (html / "vendor" / "needs-http.js").read_bytes() == (site.ASSETS / "needs-http.js").read_bytes()

@@ -1,7 +1,8 @@
 """The history site as a person sees it: built from the committed GPU history alone, served on
 localhost, opened in a real headless browser (Debian's chromium, driven by selenium). The index
 renders, a tracked benchmark's graph shows one point per committed commit, and no page logs a
-JavaScript error, with no network beyond localhost.
+JavaScript error, with no network beyond localhost. Opened as a file instead, the site says to serve
+it over HTTP and how.
 
 Without chromium, chromedriver or selenium the tests skip and say so; CI (.ci/run) installs them
 and sets NF4KERNEL_REQUIRE_BROWSER=1, which turns that skip into a failure. NF4KERNEL_SCREENSHOTS=DIR
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 TRACKED = "gpu.KernelTime.track_kernel_time"
+NEEDS_HTTP = "nf4kernel-needs-http"  # the id of the message harness/site_assets/needs-http.js shows
 
 
 def _missing() -> list[str]:
@@ -44,7 +46,7 @@ def _missing() -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def site_url(tmp_path_factory):
+def site_dir(tmp_path_factory) -> Path:
     missing = _missing()
     if missing:
         why = f"needs {', '.join(missing)} (apt-get install chromium chromium-driver; pip: requirements/test.txt)"
@@ -71,7 +73,12 @@ def site_url(tmp_path_factory):
         timeout=600,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    handler = functools.partial(QuietHandler, directory=str(tmp / "html"))
+    return tmp / "html"
+
+
+@pytest.fixture(scope="module")
+def site_url(site_dir):
+    handler = functools.partial(QuietHandler, directory=str(site_dir))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -129,6 +136,7 @@ def test_the_index_renders_every_benchmark_without_errors(browser, site_url, tmp
     count = wait_for(browser, "return window.jQuery && $('.benchmark-container').length")
     assert count == len(benchmarks_with_results())  # every benchmark of the committed history has a tile
     assert "swallow" not in browser.current_url  # asv's error page when a library failed to load
+    assert not browser.execute_script(f"return document.getElementById('{NEEDS_HTTP}')")  # served: no message
     assert not errors(browser)
     screenshot(browser, "site-index.png", tmp_path)
 
@@ -171,3 +179,30 @@ def test_the_regressions_tab_of_the_committed_history_lists_no_noise(site_url):
 
     with urllib.request.urlopen(f"{site_url}/regressions.json", timeout=30) as answer:
         assert json.loads(answer.read())["regressions"] == []
+
+
+def page_with_the_message(driver) -> str | None:
+    """The page's visible text once it shows the needs-http message (on whichever page the browser
+    is by then: asv sends a page whose libraries failed to load on to error.html)."""
+    from selenium.common.exceptions import WebDriverException
+
+    try:
+        return driver.execute_script(
+            f"var box = document.getElementById('{NEEDS_HTTP}');"
+            "return box && box.offsetParent !== null ? document.body.innerText : null;"
+        )
+    except WebDriverException:  # between two pages
+        return None
+
+
+def test_opened_as_a_file_the_site_says_to_serve_it(browser, site_dir, tmp_path):
+    """On file:// the browser refuses the pages' data and integrity-checked scripts, and asv's own
+    error page blames the internet connection. The page says what to run instead, and only that."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get((site_dir / "index.html").as_uri())
+    shown = WebDriverWait(browser, 30).until(page_with_the_message)
+    assert "served over HTTP" in shown and "http://127.0.0.1:8080" in shown, shown
+    assert "asv preview" in shown and "python3 -m nox -s preview" in shown, shown
+    assert "internet connection" not in shown, shown
+    screenshot(browser, "site-opened-as-a-file.png", tmp_path)

@@ -75,6 +75,7 @@ def assert_self_contained(html: Path) -> None:
     for page in site.PAGES:
         text = (html / page).read_text()
         assert not REMOTE.search(text), f"{page} loads {REMOTE.search(text).group(0)}"
+        assert '<script src="vendor/needs-http.js">' in text, page
     index = (html / "index.html").read_text()
     for entry in site.lock()["files"]:
         copy = html / site.VENDOR / entry["local"]
