@@ -46,3 +46,34 @@ def test_the_wheel_holds_every_module_of_the_kernel(wheel):
     shipped = {n for n in wheel.namelist() if n.startswith("nf4kernel/")}
     expected = {f"nf4kernel/{p.name}" for p in (ROOT / "nf4kernel").glob("*.py")}
     assert shipped == expected
+
+
+def test_the_wheel_declares_every_distribution_importing_the_kernel_loads(wheel):
+    """A package the kernel's import pulls in must be declared, by the wheel or by what it declares:
+    Triton's interpreter imports numpy, which neither torch nor Triton declares, so without the
+    wheel's own Requires-Dist a fresh venv with `pip install .` fails on `import nf4kernel`."""
+    from importlib.metadata import PackageNotFoundError, packages_distributions, requires
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    metadata = wheel.read("nf4kernel-0.1.0.dist-info/METADATA").decode()
+    wanted = [line.split(":", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+    declared: set[str] = set()
+    while wanted:  # the closure of what the wheel declares, read from the installed metadata
+        requirement = Requirement(wanted.pop())
+        name = canonicalize_name(requirement.name)
+        if name in declared or (requirement.marker and not requirement.marker.evaluate({"extra": ""})):
+            continue
+        declared.add(name)
+        try:
+            wanted += requires(name) or []
+        except PackageNotFoundError:
+            pass
+    code = "import sys, nf4kernel.kernel, nf4kernel.api; print(' '.join(sorted(m.split('.')[0] for m in sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    owners = packages_distributions()
+    loaded = {canonicalize_name(d) for module in done.stdout.split() for d in owners.get(module, [])}
+    # torch.hub imports tqdm where it is installed, and does without it.
+    optional = {"nf4kernel", "tqdm"}
+    assert loaded - declared - optional == set(), f"loaded but declared by nothing: {loaded - declared - optional}"
