@@ -8,7 +8,11 @@ verdict on the kernel. The machine is named after the GPU (``machine.py``); resu
 .asv/results, seeded from the GPU history committed under benchmarks/history/; the site,
 self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
 
-Exit 0: measured, and the site built. 1: a benchmark failed or measured nothing. 4: a GPU suite
+``--store`` copies a GPU machine's results into the committed history, which holds GPU machines
+only: without a CUDA GPU it is refused before anything is measured.
+
+Exit 0: measured (and stored, with ``--store``), and the site built. 1: a benchmark failed or measured
+nothing, or ``--store`` found no results of this machine to store. 4: a GPU suite, or ``--store``,
 asked for on a machine without a CUDA GPU.
 """
 
@@ -42,6 +46,9 @@ def main(argv=None) -> int:
     if not gpu and suite != "cpu":
         log(f"the {suite} suite needs a CUDA GPU; none here (exit 4)")
         return 4
+    if not gpu and args.store:
+        log("--store needs a CUDA GPU; none here: the committed history holds GPU machines only (exit 4)")
+        return 4
     if not gpu:
         log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
     conf = asvrun.load_config(args.config)
@@ -54,15 +61,24 @@ def main(argv=None) -> int:
     code = asvrun.run(commit, suite, info, args.config, quick=args.quick)
     found = asvrun.outcome(str(results), info["machine"], commit, asvrun.SUITES[suite].bench)
     log(f"{commit[:8]} on {info['machine']}: {found.line()}, {time.perf_counter() - started:.0f} s")
-    if args.store:
-        log(f"{history.store(results, info['machine'])} result files of {info['machine']} in {history.STORE}")
+    stored = not args.store or store(results, info["machine"])
     if not args.no_publish:
         html = site.publish(args.config)
         log(
             f"the history site is in {html} ({time.perf_counter() - started:.0f} s in all); "
             "view it with `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
         )
-    return 0 if code == 0 and not found.failed and found.measured else 1
+    return 0 if code == 0 and not found.failed and found.measured and stored else 1
+
+
+def store(results, machine_name: str) -> bool:
+    """The machine's results copied into the committed history; False, said in one line, where it has none."""
+    try:
+        log(f"{history.store(results, machine_name)} result files of {machine_name} in {history.STORE}")
+    except ValueError as error:  # a run that wrote nothing for this machine
+        log(f"nothing stored: {error}")
+        return False
+    return True
 
 
 if __name__ == "__main__":
