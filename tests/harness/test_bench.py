@@ -3,12 +3,16 @@ documented exit code and one line (its measuring and publishing are test_asv_pip
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from test_commands_on_a_cpu import run, said
 
 from harness import asvrun, bench, history, machine
+
+ROOT = Path(__file__).resolve().parents[2]
 
 NO_GPU = {"machine": "cpu-test", "gpu": "none", "cpu": "a test CPU"}
 A_GPU = {"machine": "h100-test", "gpu": "NVIDIA H100 (a stand-in)"}
@@ -68,9 +72,14 @@ def test_store_on_a_gpu_machine_stores_its_results(on, monkeypatch, capsys):
     assert "bench: 3 result files of h100-test in" in capsys.readouterr().out
 
 
-def test_the_command_refuses_store_in_one_line_on_a_cpu():
-    """The real command, the GPU hidden: one line, exit 4, no traceback, nothing measured."""
-    done = run(sys.executable, "-m", "harness.bench", "--store", "--no-publish")
-    assert done.returncode == 4, said(done)[-2000:]
-    assert "Traceback" not in said(done) and "smoke benchmark" not in said(done)
-    assert said(done).splitlines()[-1].endswith("the committed history holds GPU machines only (exit 4)")
+def test_the_command_refuses_store_in_one_line_on_a_cpu(tmp_path):
+    """The real command, the GPU hidden (so on a GPU machine too): one line, exit 4, no traceback,
+    nothing measured. asv's machine file goes to a temporary home."""
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    command = [sys.executable, "-m", "harness.bench", "--store", "--no-publish"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 4, said[-2000:]
+    assert "Traceback" not in said and "smoke benchmark" not in said
+    assert said.splitlines()[-1].endswith("the committed history holds GPU machines only (exit 4)")
