@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -147,8 +148,12 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def preview(session: nox.Session) -> None:
-    """Serves the history site on http://127.0.0.1:8080 (Ctrl-C stops it); exit 1 where none is built."""
+    """Serves the history site on http://127.0.0.1:8080 (Ctrl-C or SIGTERM stops it, exit 0); exit 1
+    where none is built."""
     install(session, "-r", HARNESS_REQUIREMENTS)
+    # SIGTERM to nox alone (a service manager, `kill`) would end nox at once and leave the server
+    # running: taken as Ctrl-C, nox hands the interrupt on to the server, which stops cleanly.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     run_keeping_exit_code(session, "python", "-m", "harness.site", "preview", *session.posargs)
 
 

@@ -117,3 +117,40 @@ def test_a_stopped_preview_exits_0_and_leaves_nothing_listening(config, stop, to
     assert not any(left.values()), left
     assert preview.returncode == 0, said
     assert "Traceback" not in said, said
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    for child in children(pid):
+        found += [child, *descendants(child)]
+    return found
+
+
+def test_sigterm_to_nox_alone_stops_the_preview_session(config, tmp_path):
+    """`nox -s preview` stopped by SIGTERM sent to nox only (a service manager, `kill <pid>`): nox hands
+    it on as an interrupt, the server stops, and nox exits 0 (nox's own default ends at once, 143,
+    and leaves the server running)."""
+    port = free_port()
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    command = [sys.executable, "-m", "nox", "--no-venv", "-f", str(ROOT / "noxfile.py"), "-s", "preview", "--"]
+    command += ["--config", str(config), "--port", str(port)]
+    output = tmp_path / "nox.out"
+    with output.open("w") as out:
+        nox = subprocess.Popen(command, cwd=ROOT, env=env, stdout=out, stderr=out, start_new_session=True)
+    below = []
+    try:
+        wait_until_served(port, nox)
+        below = descendants(nox.pid)
+        nox.send_signal(signal.SIGTERM)
+        nox.wait(timeout=60)
+        time.sleep(0.5)
+        left = {"listening on the port": listening(port), "still running": [p for p in below if running(p)]}
+    finally:
+        if nox.poll() is None:
+            nox.kill()
+            nox.wait()
+        for pid in below:
+            end_server(pid, port)
+    said = output.read_text()
+    assert not left["listening on the port"] and not left["still running"], (left, said)
+    assert nox.returncode == 0, said
