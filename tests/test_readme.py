@@ -21,10 +21,11 @@ def example(heading: str) -> str:
 def run(code: str, tmp_path) -> subprocess.CompletedProcess:
     script = tmp_path / "example.py"
     script.write_text(code)
+    (tmp_path / "tmp").mkdir()
     return subprocess.run(
         [sys.executable, str(script)],
         cwd=tmp_path,
-        env=child_env(),
+        env={**child_env(), "TMPDIR": str(tmp_path / "tmp")},  # what the example leaves in a temporary folder
         capture_output=True,
         text=True,
         timeout=600,
@@ -46,3 +47,5 @@ def test_the_qlora_example_trains_as_written(tmp_path):
     steps = [line for line in done.stdout.splitlines() if line.startswith("step ")]
     assert [line.split(":")[0] for line in steps] == ["step 0", "step 1", "step 2"]
     assert all(0 < float(line.rsplit(" ", 1)[1]) < 20 for line in steps)  # a finite loss near ln(256)
+    left = [str(path) for path in (tmp_path / "tmp").rglob("config.json")]
+    assert left == [], f"the example leaves its checkpoint behind: {left}"
