@@ -29,7 +29,7 @@ import math
 import torch
 
 from . import launch_cache
-from .quant_state import Layout, Tensors4bit, check_out, check_out_memory, plain_refusal, read, unwrap
+from .quant_state import Layout, Tensors4bit, check_out, check_out_memory, read, unwrap
 
 _is_compiling = torch.compiler.is_compiling
 _is_tracing = torch._C._is_tracing  # torch.jit.trace
@@ -47,16 +47,7 @@ def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch
     if _is_compiling() or _is_tracing():
         packed, state = unwrap(W, quant_state)
         return _traced(packed, state, out)
-    try:
-        return launch_cache.dequantize(W, quant_state, out)
-    except RuntimeError:
-        # A planned call reads out's shape, contiguity and pointer before anything else, and torch
-        # raises its own RuntimeError there for a nested, sparse compressed or MKL-DNN tensor, before
-        # anything is written. Name it as the checked path does; no cost to a call that raises nothing.
-        refusal = plain_refusal("out", out) if isinstance(out, torch.Tensor) else None
-        if refusal is None:
-            raise
-        raise refusal from None
+    return launch_cache.dequantize(W, quant_state, out)
 
 
 def fast_dequantize(

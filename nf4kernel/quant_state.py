@@ -185,23 +185,16 @@ def module_weight(module):
     return getattr(module, "weight", None)
 
 
-def plain_refusal(name: str, value: torch.Tensor) -> TypeError | None:
-    """The TypeError naming a nested tensor or one of any layout but ``torch.strided`` (sparse COO,
-    CSR, CSC, BSR, BSC, MKL-DNN): none has flat memory the kernel could read or write, and
-    bitsandbytes' own ops refuse them too. None for a plain tensor."""
+def _plain(name: str, value: torch.Tensor) -> None:
+    """A nested tensor, or one of any layout but ``torch.strided`` (sparse COO, CSR, CSC, BSR, BSC,
+    MKL-DNN), is refused by name: none has flat memory the kernel could read or write, and
+    bitsandbytes' own ops refuse them too."""
     if value.is_nested:
-        return TypeError(f"nf4kernel: {name} is a nested tensor; pass a plain (strided) tensor")
+        raise TypeError(f"nf4kernel: {name} is a nested tensor; pass a plain (strided) tensor")
     # Traced, the layout is not read: Dynamo refuses ``.layout`` inside an autograd backward (where
     # bitsandbytes' MatMul4Bit dequantizes), and it never traces a sparse tensor as a plain one.
     if not _is_compiling() and value.layout != torch.strided:
-        return TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
-    return None
-
-
-def _plain(name: str, value: torch.Tensor) -> None:
-    refusal = plain_refusal(name, value)
-    if refusal is not None:
-        raise refusal
+        raise TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
 
 
 def in_memory(tensor: torch.Tensor) -> bool:
