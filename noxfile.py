@@ -148,8 +148,9 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(default=False)
 def preview(session: nox.Session) -> None:
-    """Serves the history site on http://127.0.0.1:8080 (Ctrl-C or SIGTERM stops it, exit 0); exit 1
-    where none is built."""
+    """Serves the history site on http://127.0.0.1:8080; Ctrl-C or SIGTERM stops it (exit 0).
+
+    Exit 1 where no site is built yet."""
     install(session, "-r", HARNESS_REQUIREMENTS)
     # SIGTERM to nox alone (a service manager, `kill`) would end nox at once and leave the server
     # running: taken as Ctrl-C, nox hands the interrupt on to the server, which stops cleanly.

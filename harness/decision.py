@@ -1,7 +1,7 @@
 """The gate's decision, from a record of measurements: pure, so it is tested on recorded timings.
 
 A record (what ``gate.py`` writes as JSON) holds the environment, the correctness checks, per
-implementation the seconds of each interleaved round for each shape and, from issue 10 on, the
+implementation the seconds of each interleaved round for each shape and, in newer records, the
 GPU's state around each round (``round_states``). Older records (no states) decide the same way.
 
 The rule: pass when the median over rounds of (Unsloth's round time / nf4kernel's) is at least the
@@ -174,7 +174,7 @@ def per_call_us(rounds: list, shape: int, calls_per_timing: int) -> float:
 
 def throttled_rounds(record: dict) -> list[tuple[int, list[str]]]:
     """(1-based round, reasons) for each round taken while the GPU throttled; [] for a record
-    without states (those before issue 10)."""
+    without states (recorded before the gate kept them)."""
     states = record.get("round_states") or []
     return [(i + 1, state["throttled"]) for i, state in enumerate(states) if state.get("throttled")]
 

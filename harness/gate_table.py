@@ -71,7 +71,7 @@ def throttle_lines(record: dict) -> list[str]:
     """Which rounds ran while the GPU throttled, or that none did, or why nobody knows."""
     states = record.get("round_states")
     if not states:
-        return ["the GPU's state was not recorded (a record from before issue 10)"]
+        return ["the GPU's state was not recorded (the record predates round states)"]
     unavailable = next((s["state_after"]["unavailable"] for s in states if "unavailable" in s["state_after"]), None)
     if unavailable:
         return [f"the GPU's state could not be read: {unavailable}"]

@@ -395,10 +395,9 @@ NOT_RUN_IN_CI = {
     "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130": Why(
         PACKAGES, "the GPU runner's CUDA build of torch"
     ),
-    "pip install bitsandbytes==0.50.2 pytest pytest-xdist -r requirements/nox.txt -r requirements/harness.txt": Why(
-        PACKAGES, "the GPU runner's packages"
+    "pip install -r requirements/gpu-runner.txt": Why(
+        PACKAGES, "the GPU runner's packages; test_install.py resolves the file with pip's defaults"
     ),
-    "pip install transformers==5.23.0 peft==0.21.2 accelerate==1.15.0": Why(PACKAGES, "the GPU runner's packages"),
     "pip install --no-deps unsloth==2026.10.9 unsloth-zoo==2026.10.9": Why(PACKAGES, "the GPU runner's Unsloth"),
     "pip install --no-deps trl<=1.15.0 datasets<5 tyro hf_transfer diffusers torchao cut_cross_entropy msgspec dill "
     "multiprocess docstring_parser typeguard shtab": Why(PACKAGES, "what `import unsloth` needs on the GPU runner"),

@@ -132,7 +132,7 @@ def test_an_old_record_replays_with_its_interval_and_says_its_states_are_missing
         in text
     )
     assert "per round: 1.423x 1.406x 1.441x 1.425x 1.427x" in text
-    assert "the GPU's state was not recorded (a record from before issue 10)" in text
+    assert "the GPU's state was not recorded (the record predates round states)" in text
 
 
 def test_throttled_rounds_are_marked_in_the_table_and_named_in_the_verdict(tmp_path, capsys):
