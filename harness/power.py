@@ -5,14 +5,16 @@ slowdowns of known size (``harness/plants/``), and the gate's relative check on 
     python -m harness.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
     python -m harness.power gate --out DIR [--plants ...]
     python -m harness.power report --out DIR       # the tables from what DIR holds (no GPU)
-    python -m harness.power resample --out DIR [--commit C]   # false alarms, from DIR's no-op processes (no GPU)
+    python -m harness.power resample --out DIR [--commit C] [--force]   # false alarms, from DIR's no-op runs (no GPU)
 
 ``resample`` estimates the false-alarm rate beyond the runs made: it builds no-op runs of the rule's
 shape (3 rounds, then 5 for whatever is left open or called) from the processes the recorded no-op runs
 timed, drawn without replacement in each run, and decides each. It assumes processes are
 interchangeable across runs; real runs pair neighbouring processes, which often share a level (see
 the H100 README), so drawing them apart makes pairs noisier than a real run's: the estimate leans
-towards more false alarms, not fewer.
+towards more false alarms, not fewer. A draw takes about two seconds on a CPU core (the default 1000:
+half an hour or more), so it says how far it has come every 30 s. It writes
+``DIR/resampled-noops.json``, and refuses to overwrite one (a committed result, say) without ``--force``.
 
 A no-op run is ``harness.regression HEAD HEAD`` (this commit's kernel staged twice); a ladder run is
 ``harness.regression HEAD P``, P a commit made here of HEAD with the plant applied; a gate run
@@ -20,8 +22,8 @@ measures HEAD's kernel, P's, HEAD's again (as gpu.yml's gate job does) and decid
 pooled base. Every run appends a line to ``DIR/runs.jsonl`` as soon as it ends, and keeps its
 record, so a command cut short keeps what it finished, and several commands add up.
 
-Exit 0: every run made (whatever its verdict: that is the measurement). Exit 2: bad arguments.
-Exit 4: no CUDA GPU.
+Exit 0: every run made (whatever its verdict: that is the measurement). Exit 2: bad arguments, or an
+existing resample result without --force. Exit 4: no CUDA GPU.
 """
 
 from __future__ import annotations
@@ -35,12 +37,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from harness import kernel_source, paired_rounds, regression, regression_rule
 
 ROOT = Path(__file__).resolve().parents[1]
 PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # harness/plants/<name>.patch
+RESAMPLED = "resampled-noops.json"  # resample's result, in --out
+PROGRESS_SECONDS = 30.0  # resample's progress: a line at most this often
 
 
 def planted_commit(plant: str) -> str:
@@ -156,11 +161,19 @@ def noop_processes(records: list[dict]) -> list[dict]:
 
 
 def resampled_noops(
-    records: list[dict], draws: int, seed: int = 0, resamples: int = 500, min_change: float | None = None
+    records: list[dict],
+    draws: int,
+    seed: int = 0,
+    resamples: int = 500,
+    min_change: float | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> dict:
     """The rule's verdict on ``draws`` no-op runs built from the records' processes (module docstring).
     ``resamples`` per interval is fewer than the rule's 2000 to make many draws affordable;
-    ``min_change`` replaces the rule's practical minimum per result (to see what a laxer one costs)."""
+    ``min_change`` replaces the rule's practical minimum per result (to see what a laxer one costs);
+    ``progress`` is called with the number of draws decided after each one."""
+    if draws < 1:
+        raise ValueError(f"draws must be at least 1, got {draws}")
     limit = min_change or regression_rule.DEFAULT_MIN_CHANGE
     pool = noop_processes(records)
     first_n, second_n = paired_rounds.FIRST_ROUNDS, paired_rounds.SECOND_ROUNDS
@@ -185,6 +198,8 @@ def resampled_noops(
             failed.append(draw)
             for r in verdict.called:
                 called[r.name] = called.get(r.name, 0) + 1
+        if progress is not None:
+            progress(draw + 1)
     return {
         "draws": draws,
         "processes": len(pool),
@@ -197,6 +212,21 @@ def resampled_noops(
         "called": called,
         "upper_95": _upper_95(len(failed), draws),
     }
+
+
+def progress_line(draws: int, every: float = PROGRESS_SECONDS, clock: Callable[[], float] = time.perf_counter):
+    """A ``resampled_noops`` progress callback that prints the draws done and the time taken: when
+    ``every`` seconds have passed since its last line, and after the last draw."""
+    started = last = clock()
+
+    def report(done: int) -> None:
+        nonlocal last
+        now = clock()
+        if done == draws or now - last >= every:
+            last = now
+            print(f"power: resample: {done} of {draws} draws, {now - started:.0f} s", flush=True)
+
+    return report
 
 
 def _upper_95(failures: int, draws: int) -> float:
@@ -248,35 +278,71 @@ def report(out: Path) -> str:
     return "\n".join(lines)
 
 
+def paragraph(text: str, index: int) -> str:
+    """The docstring's ``index``-th paragraph on one line: ``--help`` shows whole sentences (its first
+    spans two lines)."""
+    return " ".join(text.split("\n\n")[index].split())
+
+
+def parser() -> argparse.ArgumentParser:
+    cli = argparse.ArgumentParser(
+        prog="python -m harness.power", description=paragraph(__doc__, 0), epilog=paragraph(__doc__, -1)
+    )
+    cli.add_argument(
+        "what",
+        choices=("noop", "ladder", "gate", "report", "resample"),
+        help="noop, ladder, gate: measure on a GPU; report: the tables from --out's runs; "
+        f"resample: false alarms from --out's no-op records, into --out's {RESAMPLED} (no GPU)",
+    )
+    cli.add_argument("--out", required=True, type=Path, help="where the records and runs.jsonl go")
+    cli.add_argument("--runs", type=int, default=10, help="noop: how many (%(default)s)")
+    cli.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS, help="ladder, gate: which plants")
+    cli.add_argument("--draws", type=int, default=1000, help="resample: no-op runs to build (%(default)s)")
+    cli.add_argument("--seed", type=int, default=0, help="resample: which draws (%(default)s)")
+    cli.add_argument("--commit", default="", help="resample: only the no-op records of this commit (a prefix)")
+    cli.add_argument("--force", action="store_true", help=f"resample: overwrite an existing {RESAMPLED}")
+    return cli
+
+
+def resample(args, cli: argparse.ArgumentParser) -> int:
+    """``resample``: refused before any work where its result exists (without --force) or it has
+    nothing to draw from."""
+    result = args.out / RESAMPLED
+    if result.exists() and not args.force:
+        print(f"power: {result} exists: pass --force to overwrite it", file=sys.stderr)
+        return 2
+    if args.draws < 1:
+        cli.error(f"--draws must be at least 1, got {args.draws}")
+    records = noop_records(args.out, args.commit)
+    if not records:
+        of = f" of {args.commit}" if args.commit else ""
+        cli.error(f"{args.out} holds no no-op records{of}: measure first")
+    print(
+        f"power: resample: {args.draws} no-op runs to build from {len(records)} no-op records in {args.out}, "
+        f"a line every {PROGRESS_SECONDS:.0f} s",
+        flush=True,
+    )
+    try:
+        found = resampled_noops(records, args.draws, args.seed, progress=progress_line(args.draws, PROGRESS_SECONDS))
+    except ValueError as error:
+        cli.error(str(error))
+    result.write_text(json.dumps(found, indent=1) + "\n")
+    print(
+        f"power: {found['failed']} of {found['draws']} no-op runs built from {found['processes']} recorded "
+        f"processes failed (95% upper bound {found['upper_95']:.2%}); {found['re_measured']} re-measured; "
+        f"called: {found['called'] or 'nothing'}"
+    )
+    return 0
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.power", description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("noop", "ladder", "gate", "report", "resample"))
-    parser.add_argument("--out", required=True, type=Path, help="where the records and runs.jsonl go")
-    parser.add_argument("--runs", type=int, default=10, help="noop: how many (%(default)s)")
-    parser.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS)
-    parser.add_argument("--draws", type=int, default=1000, help="resample: no-op runs to build (%(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="resample: which draws (%(default)s)")
-    parser.add_argument("--commit", default="", help="resample: only the no-op records of this commit (a prefix)")
-    args = parser.parse_args(argv)
+    cli = parser()
+    args = cli.parse_args(argv)
     if args.what == "resample":
-        records = noop_records(args.out, args.commit)
-        if not records:
-            of = f" of {args.commit}" if args.commit else ""
-            parser.error(f"{args.out} holds no no-op records{of}: measure first")
-        try:
-            found = resampled_noops(records, args.draws, args.seed)
-        except ValueError as error:
-            parser.error(str(error))
-        (args.out / "resampled-noops.json").write_text(json.dumps(found, indent=1) + "\n")
-        print(
-            f"power: {found['failed']} of {found['draws']} no-op runs built from {found['processes']} recorded "
-            f"processes failed (95% upper bound {found['upper_95']:.2%}); {found['re_measured']} re-measured; "
-            f"called: {found['called'] or 'nothing'}"
-        )
-        return 0
+        return resample(args, cli)
     if args.what == "report":
         if not (args.out / "runs.jsonl").is_file():
-            parser.error(f"{args.out} holds no runs.jsonl: measure first")
+            cli.error(f"{args.out} holds no runs.jsonl: measure first")
         print(report(args.out))
         return 0
     if not regression.cuda_available():

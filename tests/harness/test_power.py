@@ -4,6 +4,8 @@ here from the H200 runs, as the rule's tests build them). Its measurements need 
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -66,8 +68,10 @@ def test_resampled_no_ops_are_built_from_whole_processes_of_one_commit():
     records = _h100_noops()
     pool = power.noop_processes(records)
     assert len(pool) >= 36 and all(len(p) == 12 for p in pool)
-    found = power.resampled_noops(records, draws=3, seed=1)
+    done = []
+    found = power.resampled_noops(records, draws=3, seed=1, progress=done.append)
     assert found["draws"] == 3 and found["processes"] == len(pool)
+    assert done == [1, 2, 3]  # progress after every draw
     assert found == power.resampled_noops(records, draws=3, seed=1)  # the seed names the draws
 
 
@@ -91,3 +95,64 @@ def test_resampling_counts_the_false_alarms_a_rule_without_a_practical_minimum_r
 def test_the_upper_bound_of_a_rate_never_seen():
     assert power._upper_95(0, 1000) == pytest.approx(0.0030, abs=0.0001)  # the "rule of three"
     assert power._upper_95(5, 1000) == pytest.approx(0.0105, abs=0.0002)
+
+
+def _noop_records_in(folder: Path) -> Path:
+    """A copy of the H100's recorded no-op runs, to resample without touching the committed ones."""
+    for path in recorded.H100_LADDER.glob("noop-*.json.gz"):
+        shutil.copyfile(path, folder / path.name)
+    return folder
+
+
+def test_resample_never_overwrites_its_result_unless_forced(tmp_path, capsys):
+    result = _noop_records_in(tmp_path) / power.RESAMPLED
+    result.write_text("a committed result\n")
+    assert power.main(["resample", "--out", str(tmp_path), "--commit", "637a7c4", "--draws", "2"]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == f"power: {result} exists: pass --force to overwrite it\n"
+    assert result.read_text() == "a committed result\n"
+    assert power.main(["resample", "--out", str(tmp_path), "--commit", "637a7c4", "--draws", "2", "--force"]) == 0
+    assert json.loads(result.read_text())["draws"] == 2
+
+
+def test_resample_says_how_far_it_has_come(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(power, "PROGRESS_SECONDS", 0.0)  # a line after every draw
+    _noop_records_in(tmp_path)
+    assert power.main(["resample", "--out", str(tmp_path), "--commit", "637a7c4", "--draws", "2"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"power: resample: 2 no-op runs to build from 6 no-op records in {tmp_path}")
+    assert [re.sub(r"\d+ s$", "N s", line) for line in lines[1:3]] == [
+        "power: resample: 1 of 2 draws, N s",
+        "power: resample: 2 of 2 draws, N s",
+    ]
+    assert lines[3].startswith("power: 0 of 2 no-op runs built from 36 recorded processes failed")
+
+
+def test_progress_lines_come_every_so_often_and_at_the_end(capsys):
+    times = iter([0.0, 10.0, 29.0, 31.0, 45.0, 50.0])  # the start, then after each of five draws
+    report = power.progress_line(5, every=30.0, clock=lambda: next(times))
+    for done in range(1, 6):
+        report(done)
+    assert capsys.readouterr().out.splitlines() == [
+        "power: resample: 3 of 5 draws, 31 s",
+        "power: resample: 5 of 5 draws, 50 s",
+    ]
+
+
+def test_resample_refuses_fewer_than_one_draw(tmp_path, capsys):
+    _noop_records_in(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        power.main(["resample", "--out", str(tmp_path), "--draws", "0"])
+    assert stopped.value.code == 2 and "--draws must be at least 1, got 0" in capsys.readouterr().err
+    assert not (tmp_path / power.RESAMPLED).exists()
+
+
+def test_help_gives_whole_sentences(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        power.main(["--help"])
+    assert stopped.value.code == 0
+    paragraphs = [" ".join(p.split()) for p in capsys.readouterr().out.split("\n\n")]
+    description, epilog = paragraphs[1], paragraphs[-1]
+    assert description == " ".join(power.__doc__.split("\n\n")[0].split())
+    assert description.endswith("and the gate's relative check on the same ladder.")
+    assert epilog.startswith("Exit 0:") and epilog.endswith("Exit 4: no CUDA GPU.")
