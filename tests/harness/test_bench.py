@@ -83,3 +83,11 @@ def test_the_command_refuses_store_in_one_line_on_a_cpu(tmp_path):
     assert done.returncode == 4, said[-2000:]
     assert "Traceback" not in said and "smoke benchmark" not in said
     assert said.splitlines()[-1].endswith("the committed history holds GPU machines only (exit 4)")
+
+
+def test_help_describes_the_command_in_a_whole_sentence(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        bench.main(["--help"])
+    assert stopped.value.code == 0
+    description = " ".join(capsys.readouterr().out.split("\n\n")[1].split())
+    assert description == "The main job: the asv suite for the current commit on this machine, then the history site."
