@@ -6,17 +6,23 @@ a hosted runner instead of on the T4.
     python -m nf4kernel.targets          # the fleet and the newest target, every format: OK or the error
     python -m nf4kernel.targets 75 120   # some compute capabilities
 
+It prints a table, a row per target and format as each is compiled: the target, the output dtype,
+flat or nested, whole blocks (even) or not (odd), then OK and the cubin's size, or FAILED and the
+error.
+
 The arguments are typed and specialized by Triton's own launch binding for that target (pointer
 dtypes and alignment, int32 or int64 counts, constexprs), so what is compiled is what a launch on
 that GPU compiles.
+
+Exit 0: every target compiled. 1: one or more failed. 2: bad arguments.
 """
 
 from __future__ import annotations
 
+import argparse
 import functools
 import re
 import subprocess
-import sys
 from typing import NamedTuple
 
 import torch
@@ -106,19 +112,53 @@ def compile_for(arch: int, layout: Layout, packed_dtype: torch.dtype = torch.uin
         return triton.compile(ASTSource(fn, signature, constants, attrs), target=target, options=parsed.__dict__)
 
 
+STATUSES = ("OK", "FAILED")
+
+
+def cells(arch: int, fmt: Format) -> tuple[str, str, str, str]:
+    """A row's leading columns: the target, the output dtype, flat or nested, even or odd."""
+    dtype = str(fmt.dtype).removeprefix("torch.")
+    return f"sm_{arch}", dtype, "nested" if fmt.nested else "flat", "even" if fmt.even else "odd"
+
+
+def aligner(rows: list[tuple[str, ...]]):
+    """A function that joins a row's cells, each padded to the widest of its column in ``rows``, two
+    spaces apart: the columns line up whatever the targets (sm_75 or sm_120) and formats."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return lambda row: "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+
+
+def compile_row(arch: int, variant: int, fmt: Format) -> tuple[str, list[str]]:
+    """(status, detail) of compiling one format for one target: the detail's first line ends the
+    row; an error's further lines (ptxas's output, say) follow it, indented under the table."""
+    try:
+        compiled = compile_for(arch, layout_for(fmt, variant))
+    except Exception as error:  # report every target, then fail
+        first, *more = str(error).strip().splitlines() or [""]
+        return "FAILED", [f"{type(error).__name__}: {first}", *(f"    {line}" for line in more)]
+    return "OK", [f"({len(compiled.asm['cubin'])} bytes of cubin)"]
+
+
 def main(argv=None) -> int:
-    archs = [int(a) for a in (sys.argv[1:] if argv is None else argv)] or list(targets())
+    parser = argparse.ArgumentParser(
+        prog="python -m nf4kernel.targets", description=" ".join(__doc__.split("\n\n")[0].split())
+    )
+    parser.add_argument(
+        "archs",
+        nargs="*",
+        type=int,
+        metavar="CC",
+        help="compute capabilities, 75 for sm_75 (default: what CI compiles for)",
+    )
+    archs = parser.parse_args(argv).archs or list(targets())
+    rows = [(arch, variant, fmt) for arch in archs for variant, fmt in enumerate(FORMATS)]
+    # Widths from every row's cells and either status, known before the first compile: rows print as they come.
+    line = aligner([(*cells(arch, fmt), status) for arch, _, fmt in rows for status in STATUSES])
     failed = 0
-    for arch in archs:
-        for variant, fmt in enumerate(FORMATS):
-            name = f"sm_{arch} {str(fmt.dtype)[6:]:8s} {'nested' if fmt.nested else 'flat':6s} "
-            name += "even" if fmt.even else "odd"
-            try:
-                compiled = compile_for(arch, layout_for(fmt, variant))
-                print(f"{name}  OK  ({len(compiled.asm['cubin'])} bytes of cubin)")
-            except Exception as error:  # report every target, then fail
-                failed += 1
-                print(f"{name}  FAILED: {type(error).__name__}: {error}")
+    for arch, variant, fmt in rows:
+        status, (detail, *more) = compile_row(arch, variant, fmt)
+        failed += status == "FAILED"
+        print("\n".join([f"{line((*cells(arch, fmt), status))}  {detail}", *more]), flush=True)
     return 1 if failed else 0
 
 

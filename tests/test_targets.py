@@ -3,6 +3,8 @@ the newest target this Triton knows, in every format: no GPU needed (Triton's ah
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -79,3 +81,38 @@ def test_compiling_while_other_threads_interpret(fresh_triton_cache, fast_thread
         stop.set()
         thread.join()
     assert errors == [] and all(results)
+
+
+def test_the_printed_table_lines_up_whatever_the_targets_and_outcomes(monkeypatch, capsys):
+    """Targets of two widths (sm_75, sm_120), formats of every width, OK and FAILED rows: every column
+    of every row starts where it does in the others; an error's further lines are indented below."""
+
+    class Compiled:
+        def __init__(self, n_bytes):
+            self.asm = {"cubin": b"\0" * n_bytes}
+
+    def compile_for(arch, layout):
+        if arch == 120 and layout.dtype == torch.float32:
+            raise RuntimeError("PTXAS error\nptxas fatal: a stand-in's failure")
+        return Compiled(10 ** (1 + layout.blocksize % 5))  # sizes of several widths
+
+    monkeypatch.setattr(targets, "compile_for", compile_for)
+    assert targets.main(["75", "120"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    rows = [line for line in lines if not line.startswith(" ")]
+    assert len(rows) == 2 * len(targets.FORMATS)
+    assert [line.strip() for line in lines if line.startswith(" ")] == ["ptxas fatal: a stand-in's failure"] * 4
+
+    def starts(row: str) -> list[int]:  # where the target, dtype, flat/nested, even/odd, status, detail begin
+        return [m.start() for m in re.finditer(r"\S+", row)][:6]
+
+    assert len({tuple(starts(row)) for row in rows}) == 1, "\n".join(rows)
+    assert {row.split()[4] for row in rows} == {"OK", "FAILED"}
+    assert rows[-1].split()[:6] == ["sm_120", "float32", "nested", "odd", "FAILED", "RuntimeError:"]
+
+
+def test_a_compute_capability_that_is_no_number_exits_2_in_one_line(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        targets.main(["sm_90"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith("argument CC: invalid int value: 'sm_90'")
