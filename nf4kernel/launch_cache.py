@@ -562,8 +562,8 @@ def dequantize(W, quant_state, out):
             else:
                 try:
                     pointer = plan.accepts(out)
-                except AttributeError:  # not a tensor: the checked path says so
-                    pointer = 0
+                except (AttributeError, RuntimeError):  # not a tensor, or one torch won't read as
+                    pointer = 0  # strided (sparse, MKL-DNN, nested): the checked path says what it is
                 if not pointer:
                     return _checked(packed, state, out)
                 bump_version(out)

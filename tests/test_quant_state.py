@@ -493,23 +493,14 @@ OTHER_THAN_STRIDED = {
 }
 
 
-# Where a planned call still raises torch's RuntimeError: ``launch_cache.dequantize`` reads out's shape,
-# contiguity and pointer (``Plan.accepts``), which torch refuses for these, and sends only an
-# AttributeError to the checked path (which names the layout). Strict: the fix there makes these pass.
-PLANNED_PATH_RAISES = {"sparse_csr", "sparse_csc", "sparse_bsr", "sparse_bsc", "_mkldnn", "nested"}
-
-
 # torch's, once a process, on making the first CSR, CSC, BSR or BSC tensor
 @pytest.mark.filterwarnings("ignore:Sparse [A-Z]+ tensor support is in beta:UserWarning")
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors is in prototype stage:UserWarning")
 @PLANNED
 @pytest.mark.parametrize("kind", list(OTHER_THAN_STRIDED))
-def test_out_of_any_layout_but_strided_is_refused_by_name(device, planned, kind, request):
+def test_out_of_any_layout_but_strided_is_refused_by_name(device, planned, kind):
     if kind == "_mkldnn" and (device != "cpu" or not torch.backends.mkldnn.is_available()):
         pytest.skip("MKL-DNN tensors are CPU tensors of a torch built with MKL-DNN")
-    if planned and kind in PLANNED_PATH_RAISES:
-        reason = "launch_cache.dequantize passes only AttributeError from Plan.accepts to the checked path"
-        request.applymarker(pytest.mark.xfail(raises=RuntimeError, strict=True, reason=reason))
     make, values_of = OTHER_THAN_STRIDED[kind]
     packed, state = _weight_for(device, planned)
     ones = torch.ones(OUT_SHAPE, dtype=torch.bfloat16, device=device)
