@@ -19,6 +19,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from harness import records
+
 DEFAULT_THRESHOLD = 1.15  # nf4kernel must be at least this many times as fast as Unsloth (median)
 MIN_ROUNDS = 5
 DEFAULT_MAX_ROUNDS = 15  # where the gate stops adding rounds to an inconclusive interval
@@ -183,14 +185,14 @@ def compare(record: dict, base: dict, max_drop: float = DEFAULT_MAX_DROP) -> dic
     """The PR's speed-up over Unsloth against the base commit's, measured on the same runner:
     ``ratio`` = median(PR's round ratios) / median(base's), its bootstrap interval, and ``failed``
     when even the interval's top is below ``1 - max_drop`` (a drop larger than allowed, with
-    confidence). A base that timed nothing (its own gate stopped early) gives ``{"skipped": why}``."""
+    confidence). A base that timed nothing (its own gate stopped early) gives ``{"skipped": why}``;
+    a base of another workload, GPU or harness version is refused (``records.same_workload``)."""
     if not 0 <= max_drop < 1:
         raise ValueError(f"--max-drop is a fraction in [0, 1), not {max_drop!r}")
+    records.check_gate(base, "the base's record")
     if "seconds" not in base:
-        why = (base.get("verdict") or {}).get("reasons") or ["it has no timings"]
-        return {"skipped": f"the base's record timed nothing ({'; '.join(why)})"}
-    check_timings(base, what="the base's record")
-    check_same_gpu(record["environment"], base)
+        return {"skipped": f"the base's record timed nothing ({why_untimed(base)})"}
+    records.same_workload(base, record)
     ours, theirs = round_ratios(record), round_ratios(base)
     ratio = statistics.median(ours) / statistics.median(theirs)
     low, high = ratio_interval(ours, theirs)
@@ -206,37 +208,52 @@ def compare(record: dict, base: dict, max_drop: float = DEFAULT_MAX_DROP) -> dic
     }
 
 
-def pool(records: Sequence[dict]) -> dict:
+def why_untimed(record: dict) -> str:
+    """What a record that timed nothing says about why: its verdict's reasons where it has them."""
+    verdict = record.get("verdict")
+    reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
+    if isinstance(reasons, list) and reasons and all(isinstance(r, str) for r in reasons):
+        return "; ".join(reasons)
+    return "it has no timings"
+
+
+def pool(records_: Sequence[dict]) -> dict:
     """One base record from several runs of the base on this runner (the workflow measures it before
     and after the PR's kernel): their rounds together, so that drift between runs, which no run's
     own interval sees, widens the base's spread instead of deciding the verdict. ``run_medians``
     keeps each run's median speed-up, for the table. A record that timed nothing makes the pool time
-    nothing (the relative check then fails closed)."""
-    if len(records) == 1:
-        return records[0]
-    timed = [r for r in records if "seconds" in r]
-    if len(timed) < len(records):
-        return next(r for r in records if "seconds" not in r)
+    nothing (the relative check then fails closed); runs of different workloads are refused."""
+    for r in records_:
+        records.check_gate(r, "a base record")
+    if len(records_) == 1:
+        return records_[0]
+    timed = [r for r in records_ if "seconds" in r]
+    if len(timed) < len(records_):
+        return next(r for r in records_ if "seconds" not in r)
     for r in timed[1:]:
-        check_same_gpu(timed[0]["environment"], r)
-    pooled = {**timed[0], "seconds": {}, "round_states": []}
+        records.same_workload(r, timed[0], "a base record", "the first base record")
+    pooled = {**timed[0], "seconds": {}}
     for name in timed[0]["seconds"]:
-        pooled["seconds"][name] = [rnd for r in timed for rnd in r["seconds"].get(name, [])]
-    for r in timed:
-        check_timings(r, what="a base record")
-        pooled["round_states"] += r.get("round_states") or []
+        if all(name in r["seconds"] for r in timed):  # bitsandbytes, shown beside, may be absent from one
+            pooled["seconds"][name] = [rnd for r in timed for rnd in r["seconds"][name]]
+    # A state per round, or none: a run without them leaves the pool without them.
+    if all(r.get("round_states") for r in timed):
+        pooled["round_states"] = [state for r in timed for state in r["round_states"]]
+    else:
+        pooled.pop("round_states", None)
     pooled["run_medians"] = [statistics.median(round_ratios(r)) for r in timed]
     pooled["rounds"] = sum(len(round_ratios(r)) for r in timed)
     return pooled
 
 
-def check_same_gpu(environment: dict, base: dict) -> None:
-    """ValueError unless the base was measured on the same kind of GPU as this run."""
-    ours, theirs = environment.get("device"), base.get("environment", {}).get("device")
-    if ours != theirs:
-        raise ValueError(
-            f"the base was measured on {theirs}, this run on {ours}: a relative check needs both on one runner"
-        )
+def check_threshold(threshold: float) -> float:
+    """ValueError unless ``threshold`` is a finite speed-up above 0: a NaN one would pass every
+    record (no median is below NaN)."""
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
+        raise ValueError(f"the threshold is a finite speed-up, not {threshold!r}")
+    if threshold <= 0:
+        raise ValueError(f"the threshold is a speed-up above 0, not {threshold!r}")
+    return threshold
 
 
 def more_rounds_would_help(record: dict, threshold: float, base=None, max_drop=DEFAULT_MAX_DROP) -> bool:
@@ -256,20 +273,23 @@ def decide(
 ) -> Verdict:
     """Pass only when everything was measured, every output was exact, the median ratio over the
     interleaved rounds is at least ``threshold`` and (given the base commit's record) the speed-up
-    did not drop by more than ``max_drop`` with confidence. Nothing measured is never a pass."""
-    environment = record.get("environment", {})
+    did not drop by more than ``max_drop`` with confidence. Nothing measured is never a pass.
+    A record that breaks its schema (``records.check_gate``), or a threshold that is no finite
+    positive speed-up, is a ValueError: no verdict."""
+    check_threshold(threshold)
+    records.check_gate(record, "the record")
+    environment = record["environment"]
     if not environment.get("cuda"):
         why = environment.get("cuda_error", "no CUDA GPU here")
         return Verdict(False, EXIT_NO_GPU, [f"{why}: nothing was measured, so the gate cannot pass"])
     if not environment.get("unsloth"):
         problem = environment.get("unsloth_error", "not installed")
         return Verdict(False, EXIT_NO_UNSLOTH, [f"Unsloth is not importable ({problem}): no baseline, no pass"])
-    checks = record.get("correctness", [])
+    checks = record["correctness"]
     wrong = [c for c in checks if not c["ok"]]
     if not checks or wrong:
         reasons = [f"{c['shape']} {c['weight']}: {c['check']} differs" for c in wrong] or ["no correctness checks ran"]
         return Verdict(False, EXIT_INCORRECT, reasons)
-    check_timings(record)
     ratios = round_ratios(record)
     if len(ratios) < MIN_ROUNDS:
         return Verdict(False, EXIT_TOO_SLOW, [f"only {len(ratios)} timed rounds; the gate needs {MIN_ROUNDS}"])

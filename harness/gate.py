@@ -20,8 +20,12 @@ decides in a later step (``--replay``), in a process where the kernel under test
    Unsloth's classic path (``UNSLOTH_BNB_TRITON=0``) in a process of its own.
 3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold, or with
    ``--baseline`` a drop from the base commit's speed-up larger than ``--max-drop`` with confidence),
-   2 bad arguments or input (a baseline that is missing, no gate record, or timed nothing), 3 incorrect,
-   4 no CUDA GPU, 5 no Unsloth.
+   2 bad arguments or input (a threshold that is no finite speed-up; a record or baseline that is
+   missing, breaks its schema (``records.py``) or timed nothing; a baseline of another workload, shape
+   set, GPU or harness version; a --json or --summary that can't be written), said in one line, 3
+   incorrect, 4 no CUDA GPU, 5 no Unsloth.
+
+The threshold is ``--threshold``, else ``NF4KERNEL_GATE_THRESHOLD``, else 1.15.
 
 ``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
 (``noise.py``): exit 0 when measured, 4 without a GPU.
@@ -33,17 +37,19 @@ import argparse
 import contextlib
 import functools
 import json
+import math
 import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 
-from harness import decision, gpu_state, kernel_source, noise
+from harness import decision, gpu_state, kernel_source, noise, records
 from harness.gate_table import markdown, table
 
 ROUNDS_PER_BATCH = 2  # rounds added at a time while the interval straddles the threshold
 AA_ROUNDS = 15  # --aa's default: a noise floor from 5 rounds would itself be noise
+THRESHOLD_VARIABLE = "NF4KERNEL_GATE_THRESHOLD"
 
 
 def log(message: str) -> None:
@@ -145,7 +151,11 @@ def run_classic(rounds: int) -> dict:
     if done.returncode != 0:
         lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
         return {"error": lines[-1]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    lines = done.stdout.strip().splitlines() or ["(nothing)"]
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return {"error": f"its last line is not JSON: {lines[-1][:200]}"}
 
 
 def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> None:
@@ -205,18 +215,18 @@ def measure(
     base: dict | None = None,
     max_drop: float = decision.DEFAULT_MAX_DROP,
     kernel: dict | None = None,
+    base_file: str = "the base's record",
 ) -> dict:
     """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
-    ``max_rounds``) while an interval the verdict rests on straddles its limit."""
+    ``max_rounds``) while an interval the verdict rests on straddles its limit. A ``base`` (named
+    ``base_file``) of another workload is refused (RecordError) before anything is timed."""
     max_rounds = max(rounds, max_rounds or rounds)
     record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
     record["kernel"] = dict(kernel or {})
-    record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds)
+    record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds, harness_version=records.HARNESS_VERSION)
     env = record["environment"]
     if not env["cuda"] or not env.get("unsloth"):
         return record
-    if base is not None and "seconds" in base:
-        decision.check_same_gpu(env, base)  # before minutes of timing, not after
     import torch
 
     from harness import workload
@@ -231,6 +241,8 @@ def measure(
     log(f"nf4kernel imported from {record['kernel']['imported_from']}")
     record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
     mlps = prepare(record)
+    if base is not None and "seconds" in base:  # before minutes of timing, not after
+        records.same_workload(base, record, base_file, "this run")
     log("checking correctness")
     record["correctness"] = check_correctness(mlps, impls)
     bad = [c for c in record["correctness"] if not c["ok"]]
@@ -258,6 +270,7 @@ def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
         "environment": environment(with_unsloth=False),
         "rounds": rounds,
         "kernel": dict(kernel or {}),
+        "harness_version": records.HARNESS_VERSION,
     }
     if not record["environment"]["cuda"]:
         return record
@@ -275,9 +288,10 @@ def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
 
 def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.gate", description=__doc__.splitlines()[0])
-    default_threshold = float(os.environ.get("NF4KERNEL_GATE_THRESHOLD", decision.DEFAULT_THRESHOLD))
     parser.add_argument(
-        "--threshold", type=float, default=default_threshold, help="minimum median speed-up over Unsloth (%(default)s)"
+        "--threshold",
+        type=speed_up,
+        help=f"minimum median speed-up over Unsloth (default: {THRESHOLD_VARIABLE}, else {decision.DEFAULT_THRESHOLD})",
     )
     parser.add_argument(
         "--rounds",
@@ -321,10 +335,50 @@ def command_line() -> argparse.ArgumentParser:
     return parser
 
 
+def speed_up(text: str) -> float:
+    """A threshold: a finite speed-up above 0 (``float`` alone takes "nan", which passes every record,
+    and "inf", which fails every one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"a threshold is a finite speed-up above 0, not {text!r}")
+    return value
+
+
+def threshold_from_environment(parser: argparse.ArgumentParser) -> float:
+    """NF4KERNEL_GATE_THRESHOLD where it is set (empty is refused: a variable set to nothing is a
+    mistake in the workflow, not a request for the default), else the default."""
+    text = os.environ.get(THRESHOLD_VARIABLE)
+    if text is None:
+        return decision.DEFAULT_THRESHOLD
+    try:
+        return speed_up(text)
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"{THRESHOLD_VARIABLE}: {error}")
+
+
+def check_output(parser: argparse.ArgumentParser, option: str, path: str | None) -> None:
+    """A file the gate writes at the end must have a folder to go in: refused before minutes of
+    measuring, not after."""
+    if path is None:
+        return
+    if "\0" in path:
+        parser.error(f"{option} {path!r}: a path holds no NUL character")
+    target = Path(path)
+    if target.is_dir():
+        parser.error(f"{option} {path!r} is a folder, not a file")
+    if not target.parent.is_dir():
+        parser.error(f"{option} {path}: there is no folder {target.parent} to write it in")
+
+
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad combination ends here (exit 2), before
     anything is measured."""
     args = parser.parse_args(argv)
+    if args.threshold is None:
+        args.threshold = threshold_from_environment(parser)
     if args.rounds is None:
         args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
     if args.rounds < decision.MIN_ROUNDS:
@@ -339,40 +393,53 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
     if args.replay and (args.kernel or args.measure_only):
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
+    check_output(parser, "--json", args.json)
+    check_output(parser, "--summary", args.summary)
     return args
 
 
-def read_record(path: str, what: str) -> dict:
-    """A gate or A/A record from JSON; ValueError naming the problem when it is none."""
-    try:
-        with open(path) as f:
-            record = json.load(f)
-    except OSError as error:
-        raise ValueError(f"{what} {path}: {error.strerror or error}") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"{what} {path} is not JSON: {error}") from None
-    if not isinstance(record, dict) or not isinstance(record.get("environment"), dict):
-        raise ValueError(f"{what} {path} is not a gate record (no 'environment')")
-    return record
+def read_record(path: str, option: str) -> dict:
+    """A gate or A/A record, checked against its schema; RecordError naming the option, the file
+    and the field when it is none."""
+    return records.read_gate(path, f"{option} {path}")
 
 
-def read_baseline(path: str) -> dict:
-    base = read_record(path, "--baseline")
-    if base.get("mode") == noise.MODE:
-        raise ValueError(f"--baseline {path} is an A/A record, not a gate record")
-    if "seconds" in base:
-        decision.check_timings(base, what=f"--baseline {path}")
-    return base
+def read_baselines(paths: list[str]) -> list[dict]:
+    """The base's records: gate records (not A/A), every timed one of the first's workload."""
+    bases = [read_record(path, "--baseline") for path in paths]
+    for path, base in zip(paths, bases, strict=True):
+        if base.get("mode") == noise.MODE:
+            raise records.RecordError(f"--baseline {path}", "mode", "an A/A record, not a gate record")
+    timed = [(path, base) for path, base in zip(paths, bases, strict=True) if "seconds" in base]
+    for path, base in timed[1:]:
+        records.same_workload(base, timed[0][1], f"--baseline {path}", f"--baseline {timed[0][0]}")
+    return bases
+
+
+def check_against_bases(record: dict, bases: list[dict], args) -> None:
+    """A replayed PR record and each timed base record: one workload, GPU and harness version."""
+    if "seconds" not in record:
+        return  # it timed nothing: the verdict is that (exit 3, 4 or 5), with no comparison to make
+    for path, base in zip(args.baseline or [], bases, strict=True):
+        if "seconds" in base:
+            records.same_workload(base, record, f"--baseline {path}", f"--replay {args.replay}")
 
 
 def write(args, record: dict, text: str, summary: str) -> None:
+    """The text on stdout, the record to --json, the summary to --summary; ValueError naming the
+    option and the file where one can't be written."""
     print(text, flush=True)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=1)
-    if args.summary:
-        with open(args.summary, "a") as f:
-            f.write(summary)
+    for option, path, mode, content in (
+        ("--json", args.json, "w", lambda: json.dumps(record, indent=1)),
+        ("--summary", args.summary, "a", lambda: summary),
+    ):
+        if not path:
+            continue
+        try:
+            with open(path, mode) as f:
+                f.write(content())
+        except OSError as error:
+            raise ValueError(f"{option} {path}: {error.strerror or error}; the verdict above was not written") from None
 
 
 def report_aa(args, record: dict) -> int:
@@ -392,23 +459,41 @@ def report_aa(args, record: dict) -> int:
 def main(argv=None) -> int:
     parser = command_line()
     args = parse(parser, argv)
+    try:
+        return run(args)
+    except ValueError as error:  # a malformed record or baseline, a base of another workload, no such kernel
+        refuse(parser, error)
+
+
+def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
+    """Exit 2 with one line on stderr: what was wrong, and where (a file and a field where it was a record)."""
+    parser.exit(decision.EXIT_BAD_INPUT, f"{parser.prog}: error: {' '.join(str(error).splitlines())}\n")
+
+
+def run(args) -> int:
     with contextlib.ExitStack() as stack:
-        try:
-            base = decision.pool([read_baseline(path) for path in args.baseline]) if args.baseline else None
-            kernel = None if args.replay else use_kernel(args.kernel, stack)
-            if args.aa:
-                return report_aa(args, measure_aa(args.rounds, kernel))
-            if args.replay:
-                record = read_record(args.replay, "--replay")
-                if record.get("mode") == noise.MODE:
-                    return report_aa(args, record)
-            else:
-                record = measure(
-                    args.rounds, not args.no_classic, args.max_rounds, args.threshold, base, args.max_drop, kernel
-                )
-            verdict = decision.decide(record, args.threshold, base, args.max_drop)
-        except ValueError as error:  # a malformed record or baseline, a base from another GPU, no such kernel
-            parser.error(str(error))
+        bases = read_baselines(args.baseline or [])
+        base = decision.pool(bases) if bases else None
+        kernel = None if args.replay else use_kernel(args.kernel, stack)
+        if args.aa:
+            return report_aa(args, measure_aa(args.rounds, kernel))
+        if args.replay:
+            record = read_record(args.replay, "--replay")
+            if record.get("mode") == noise.MODE:
+                return report_aa(args, record)
+            check_against_bases(record, bases, args)
+        else:
+            record = measure(
+                args.rounds,
+                not args.no_classic,
+                args.max_rounds,
+                args.threshold,
+                base,
+                args.max_drop,
+                kernel,
+                base_file="--baseline " + ", ".join(args.baseline or []),
+            )
+        verdict = decision.decide(record, args.threshold, base, args.max_drop)
     if args.measure_only:
         return report_measured(args, record, verdict)
     record["threshold"] = args.threshold

@@ -35,8 +35,9 @@ def timing_table(record: dict) -> list[str]:
         f"|{'-' * 24}|{'-' * 18}|{'-' * 10}|{'-' * 8}|{'-' * 8}|",
     ]
     classic = record.get("classic", {})
+    timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
     for i, shape in enumerate(record["shapes"]):
-        for name in IMPLEMENTATIONS:
+        for name in timed:
             lines.append(_row(shape, name, per_call_us(record, name, i), copy))
         if "seconds" in classic:
             lines.append(_row(shape, "unsloth classic*", per_call_us(classic, "unsloth_classic", i), copy))

@@ -238,7 +238,8 @@ def test_a_base_that_timed_nothing_fails_closed():
 def test_a_base_from_another_gpu_is_refused_by_name():
     base = committed(1)
     base["environment"]["device"] = "NVIDIA H100 80GB HBM3"
-    with pytest.raises(ValueError, match="base was measured on NVIDIA H100 80GB HBM3, this run on NVIDIA H200"):
+    refused = 'environment.device: "NVIDIA H100 80GB HBM3", but the record has "NVIDIA H200": a relative check needs'
+    with pytest.raises(ValueError, match=refused):
         decision.decide(committed(2), base=base)
 
 
@@ -256,15 +257,30 @@ def test_the_relative_interval_resamples_both_runs():
 @pytest.mark.parametrize(
     "spoil,problem",
     [
-        (lambda r: r.pop("seconds"), "has no timings"),
-        (lambda r: r["seconds"].pop("unsloth"), "no rounds timed for 'unsloth'"),
-        (lambda r: r["seconds"]["nf4kernel"].pop(), "differ in their number of rounds or shapes"),
-        (lambda r: r["seconds"]["nf4kernel"][0].pop(), "differ in their number of rounds or shapes"),
-        (
-            lambda r: r["seconds"]["nf4kernel"][2].__setitem__(1, -0.1),
-            "round 3 of 'nf4kernel' is not a list of positive",
-        ),
-        (lambda r: r["seconds"]["unsloth"].__setitem__(0, "fast"), "round 1 of 'unsloth'"),
+        (lambda r: r.pop("seconds"), "seconds: missing"),
+        (lambda r: r["seconds"].pop("unsloth"), "seconds.unsloth: missing: no rounds timed for it"),
+        (lambda r: r["seconds"]["nf4kernel"].pop(), "seconds.unsloth: 5 rounds, but nf4kernel has 4"),
+        (lambda r: r["seconds"]["nf4kernel"][0].pop(), r"seconds.nf4kernel\[0\]: 2 timings, but the record's shapes"),
+        (lambda r: r["seconds"]["nf4kernel"][2].__setitem__(1, -0.1), r"seconds.nf4kernel\[2\]\[1\]: -0.1 is not"),
+        (lambda r: r["seconds"]["unsloth"].__setitem__(0, "fast"), r'seconds.unsloth\[0\]: "fast" is not a list'),
+        (lambda r: r["seconds"]["nf4kernel"][3].__setitem__(0, True), r"seconds.nf4kernel\[3\]\[0\]: true is not a"),
+        (lambda r: r["correctness"][4].pop("ok"), r"correctness\[4\].ok: missing"),
+        (lambda r: r.pop("shapes"), "shapes: missing"),
+        (lambda r: r.pop("calls_per_timing"), "calls_per_timing: missing"),
+        (lambda r: r["environment"].pop("copy_bytes_per_s"), "environment.copy_bytes_per_s: missing"),
+    ],
+    ids=[
+        "no-seconds",
+        "no-unsloth",
+        "fewer-rounds",
+        "fewer-shapes",
+        "negative",
+        "a-string",
+        "a-bool",
+        "a-check-without-ok",
+        "no-shapes",
+        "no-calls-per-timing",
+        "no-copy-bandwidth",
     ],
 )
 def test_a_malformed_record_is_refused_by_name(spoil, problem):
@@ -272,6 +288,13 @@ def test_a_malformed_record_is_refused_by_name(spoil, problem):
     spoil(spoiled)
     with pytest.raises(ValueError, match=problem):
         decision.decide(spoiled)
+
+
+@pytest.mark.parametrize("threshold", [float("nan"), float("inf"), 0.0, -1.15, True])
+def test_a_threshold_that_is_no_finite_speed_up_is_refused(threshold):
+    """A NaN threshold passed a record three times slower than Unsloth: no median is below NaN."""
+    with pytest.raises(ValueError, match="the threshold is a"):
+        decision.decide(scaled(committed(1), 3.0), threshold=threshold)
 
 
 # The no-op PR of the H200 rehearsal (benchmarks/results/rehearsal/): per-round totals (s) of the base,
@@ -306,7 +329,7 @@ def test_a_real_drop_is_still_caught_against_pooled_runs():
 
 
 def test_a_pool_with_a_run_that_timed_nothing_fails_closed():
-    broken = record(0.1, 0.4)
+    broken = record(0.1, 0.4, ok=False)  # its correctness checks failed, so it timed nothing
     del broken["seconds"]
     verdict = decision.decide(NO_OP, base=decision.pool([BASE_FIRST, broken]))
     assert verdict.exit_code == decision.EXIT_BAD_INPUT

@@ -13,14 +13,12 @@ import pytest
 import torch
 from recorded import COMMITTED_RUNS, STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
-from harness import decision, gate, gate_table, gpu_state, noise, workload
+from harness import decision, gate, gate_table, gpu_state, noise, records, workload
 
 
 def full_record(ours_s, theirs_s, **kwargs):
     r = record(ours_s, theirs_s, **kwargs)
     r["seconds"]["bitsandbytes"] = [[s * 2 for s in shapes] for shapes in r["seconds"]["unsloth"]]
-    sizes = [("2048x8192 float16", 4.2e7), ("1024x4096 bfloat16", 1.05e7), ("4096x14336 bfloat16", 1.47e8)]
-    r["shapes"] = [{"label": label, "bytes_per_call": size} for label, size in sizes]
     r["classic"] = {"error": "not run in this test"}
     return r
 
@@ -210,7 +208,8 @@ def adaptive(pool: dict, first: int, bound: int, threshold: float = 1.15, base=N
             done = len(rounds)
             rounds.extend(pool["seconds"][name][done : done + count])
 
-    target["environment"] = pool["environment"]
+    # What measure() has in the record by the time it times rounds: the workload the base is checked against.
+    target.update({key: pool[key] for key in ("environment", "shapes", "calls_per_timing") if key in pool})
     gate.time_until_decided(target, add_rounds, threshold, base)
     assert target["rounds"] == sum(asked)
     return asked
@@ -297,16 +296,19 @@ def test_bad_arguments_are_refused_before_anything_is_measured(args, problem, ca
     assert exit_.value.code == 2 and problem in capsys.readouterr().err
 
 
+def timed_one_implementation() -> dict:
+    spoiled = committed(1)
+    del spoiled["seconds"]["unsloth"]
+    return spoiled
+
+
 @pytest.mark.parametrize(
     "content,problem",
     [
-        ("{not json", "is not JSON"),
-        ("[1, 2]", "is not a gate record"),
-        (json.dumps({"mode": "aa", "environment": {}}), "is an A/A record, not a gate record"),
-        (
-            json.dumps({"environment": {"cuda": True}, "seconds": {"nf4kernel": [[0.1]]}}),
-            "no rounds timed for 'unsloth'",
-        ),
+        ("{not json", ": not JSON (Expecting property name"),
+        ("[1, 2]", ": [1, 2] is not an object"),
+        (json.dumps({"mode": "aa", "environment": {"cuda": False}}), ": mode: an A/A record, not a gate record"),
+        (json.dumps(timed_one_implementation()), ": seconds.unsloth: missing: no rounds timed for it"),
     ],
 )
 def test_a_baseline_that_is_no_gate_record_is_refused_by_name(tmp_path, capsys, content, problem):
@@ -314,7 +316,8 @@ def test_a_baseline_that_is_no_gate_record_is_refused_by_name(tmp_path, capsys, 
     base.write_text(content)
     with pytest.raises(SystemExit) as exit_:
         replay(tmp_path, committed(1), "--baseline", str(base))
-    assert exit_.value.code == 2 and problem in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"--baseline {base}{problem}" in err and len(err.splitlines()) == 1, err
 
 
 def test_a_base_from_another_gpu_is_refused(tmp_path, capsys):
@@ -400,3 +403,130 @@ def test_the_relative_check_replayed_on_recorded_runs_fails_only_large_drops():
     every = set(range(len(runs[0]["shapes"])))
     assert module.replay(runs, 1.0, every)[:2] == (0, 30)
     assert module.replay(runs, 1.5, every)[:2] == (30, 30)
+
+
+# --- What the gate refuses: one line, exit 2, never a traceback (whose exit 1 would read "too slow") -------
+
+
+def refused(capsys, *argv: str) -> str:
+    """The gate's one line on stderr for ``argv``, which it must refuse with exit 2."""
+    with pytest.raises(SystemExit) as exit_:
+        gate.main(list(argv))
+    err = capsys.readouterr().err
+    assert exit_.value.code == decision.EXIT_BAD_INPUT, err
+    assert "Traceback" not in err
+    return err.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("threshold", ["nan", "NaN", "inf", "-inf", "0", "-1.2", "1.15x", ""])
+def test_a_threshold_that_is_no_finite_speed_up_is_refused(tmp_path, capsys, threshold):
+    """``--threshold nan`` passed a record three times slower than Unsloth (no median is below NaN)."""
+    _, path = replay(tmp_path, scaled(committed(1), 3.0))
+    capsys.readouterr()
+    line = refused(capsys, "--replay", path, f"--threshold={threshold}")
+    assert "argument --threshold" in line and repr(threshold) in line
+
+
+@pytest.mark.parametrize("value", ["1.15x", "", "nan", "inf", " "])
+def test_a_threshold_variable_that_is_no_finite_speed_up_is_refused(tmp_path, capsys, monkeypatch, value):
+    _, path = replay(tmp_path, committed(1))
+    capsys.readouterr()
+    monkeypatch.setenv("NF4KERNEL_GATE_THRESHOLD", value)
+    assert "NF4KERNEL_GATE_THRESHOLD: " in refused(capsys, "--replay", path)
+
+
+def one_shape(recorded: dict) -> dict:
+    """The record as a run of another workload would have it: the first shape alone."""
+    copy = json.loads(json.dumps(recorded))
+    copy["shapes"] = copy["shapes"][:1]
+    for name, rounds in copy["seconds"].items():
+        copy["seconds"][name] = [timings[:1] for timings in rounds]
+    copy.pop("classic", None)
+    return copy
+
+
+@pytest.mark.parametrize(
+    "base_of,field",
+    [
+        (one_shape, "shapes"),
+        (lambda r: {**r, "calls_per_timing": 100}, "calls_per_timing"),
+        (lambda r: {**r, "harness_version": 2}, "harness_version"),
+        (lambda r: {**r, "environment": {**r["environment"], "device": "NVIDIA H100 80GB HBM3"}}, "environment.device"),
+    ],
+    ids=["one-shape", "calls-per-timing", "harness-version", "gpu"],
+)
+def test_a_base_of_another_workload_is_refused(tmp_path, capsys, base_of, field):
+    """A base that timed one shape, against a PR 20% slower that timed three, passed."""
+    base = tmp_path / "base-gate.json"
+    base.write_text(json.dumps(base_of(committed(1))))
+    _, pr = replay(tmp_path, scaled(committed(1), 1.2))
+    capsys.readouterr()
+    line = refused(capsys, "--replay", pr, "--baseline", str(base), "--threshold", "1.0")
+    assert f"--baseline {base}: {field}: " in line and f"but --replay {pr} has" in line
+
+
+def test_base_runs_of_two_workloads_are_refused(tmp_path, capsys):
+    before, after = tmp_path / "before.json", tmp_path / "after.json"
+    before.write_text(json.dumps(committed(1)))
+    after.write_text(json.dumps(one_shape(committed(2))))
+    _, pr = replay(tmp_path, committed(3))
+    capsys.readouterr()
+    line = refused(capsys, "--replay", pr, "--baseline", str(before), "--baseline", str(after))
+    assert f"--baseline {after}: shapes: " in line and f"but --baseline {before} has" in line
+
+
+@pytest.mark.parametrize(
+    "spoil,where",
+    [
+        (lambda r: r["seconds"]["nf4kernel"][3].__setitem__(0, True), "seconds.nf4kernel[3][0]: true is not a number"),
+        (lambda r: r["correctness"].__setitem__(2, "ok"), 'correctness[2]: "ok" is not an object'),
+        (lambda r: r["correctness"][0].pop("shape"), "correctness[0].shape: missing"),
+        (lambda r: r.pop("shapes"), "shapes: missing"),
+        (lambda r: r.pop("calls_per_timing"), "calls_per_timing: missing"),
+        (lambda r: r["environment"].pop("copy_bytes_per_s"), "environment.copy_bytes_per_s: missing"),
+        (lambda r: r["shapes"][1].__setitem__("bytes_per_call", "42 MB"), 'shapes[1].bytes_per_call: "42 MB" is not'),
+        (lambda r: r.__setitem__("round_states", [{}]), "round_states: 1 states for 5 rounds"),
+        (lambda r: r["classic"]["seconds"]["unsloth_classic"].pop(), "classic.seconds.unsloth_classic: 4 rounds"),
+    ],
+    ids=["true", "check-a-string", "check-no-shape", "no-shapes", "no-calls", "no-copy", "bytes", "states", "classic"],
+)
+def test_a_replayed_record_that_breaks_its_schema_is_refused_naming_the_field(tmp_path, capsys, spoil, where):
+    spoiled = committed(1)
+    spoil(spoiled)
+    path = tmp_path / "gate.json"
+    path.write_text(json.dumps(spoiled))
+    assert f"--replay {path}: {where}" in refused(capsys, "--replay", str(path))
+
+
+@pytest.mark.parametrize("option", ["--json", "--summary"])
+def test_an_output_with_no_folder_to_go_in_is_refused_before_anything_runs(tmp_path, capsys, option):
+    _, path = replay(tmp_path, committed(1))
+    capsys.readouterr()
+    missing = tmp_path / "no-such-folder" / "out.json"
+    assert f"{option} {missing}: there is no folder" in refused(capsys, "--replay", path, option, str(missing))
+    assert f"{option} '{tmp_path}' is a folder" in refused(capsys, "--replay", path, option, str(tmp_path))
+
+
+def test_an_output_that_fails_to_be_written_is_one_line(tmp_path, capsys, monkeypatch):
+    """The folder was there when the gate started and went while it measured."""
+    _, path = replay(tmp_path, committed(1))
+    folder = tmp_path / "out"
+    folder.mkdir()
+    real_decide = decision.decide
+
+    def decide_then_remove_the_folder(*args, **kwargs):
+        folder.rmdir()
+        return real_decide(*args, **kwargs)
+
+    monkeypatch.setattr(decision, "decide", decide_then_remove_the_folder)
+    line = refused(capsys, "--replay", path, "--json", str(folder / "gate.json"))
+    assert line.endswith(f"--json {folder / 'gate.json'}: No such file or directory; the verdict above was not written")
+
+
+def test_measure_writes_the_harness_version_and_refuses_a_base_of_other_shapes(stand_ins):
+    measured = gate.measure(5, with_classic=False)
+    assert measured["harness_version"] == records.HARNESS_VERSION
+    base = dict(measured, shapes=measured["shapes"][:1])
+    base["seconds"] = {name: [r[:1] for r in rounds] for name, rounds in measured["seconds"].items()}
+    with pytest.raises(records.RecordError, match=r"base\.json: shapes: .* a relative check compares the same shapes"):
+        gate.measure(5, with_classic=False, base=base, base_file="base.json")
