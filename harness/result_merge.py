@@ -1,0 +1,371 @@
+"""Two copies of an asv results store merged so that no measured value is lost (standard library only:
+the hosted job that writes the ``asv-results`` branch runs it with the runner's bare Python).
+
+A store holds ``benchmarks.json`` (the suite's list) and, per machine, ``<machine>/machine.json`` (the
+machine's description) and one file per commit and environment, ``<machine>/<commit8>-<env>.json``,
+with one row per benchmark: its values, parameters, version, ``started_at``, ``duration``, statistics.
+Copies meet in three places: the committed history seeded into ``.asv/results`` (``history.seed``),
+``.asv/results`` stored into the committed history (``history.store``), and a run's results stored on
+the ``asv-results`` branch (``results_branch.py``). The rules are the same everywhere:
+
+* **A result file is merged benchmark by benchmark.** A benchmark only one copy has is kept. Where both
+  have it and their rows differ, a row that measured something (a number, not asv's None for a failure
+  or NaN for a skip) wins over one that measured nothing; otherwise the *newer measurement* wins: the
+  row whose ``started_at`` (when asv began measuring that benchmark, in ms since the epoch) is later.
+  Equal start times keep the copy already there. The file's own ``date`` is the commit's date, the
+  same for every run of that commit, and ``duration`` is a length of time: neither orders two runs.
+* **The file's own fields** (``params`` with the toolchain, ``python``, ``requirements``...) come from
+  the copy holding the newest measurement, as asv itself does when it runs a commit again.
+* **machine.json** comes from the copy whose results of that machine hold the newest measurement: it
+  describes the machine (driver, toolchain) as it was when last measured. File times are not used: a
+  checkout, a clone or an artifact download sets them all to the moment of copying.
+* **benchmarks.json** is kept where there is one (``keep``: asv rewrites it from the checkout's suite at
+  every run) or, storing, comes from the copy with the newest measurement (``newest``).
+
+Every decision between two differing rows, and every machine.json or benchmarks.json replaced or kept
+over another, is said in one line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+SUITE_FILE = "benchmarks.json"
+MACHINE_FILE = "machine.json"
+
+
+class NotAResultFile(ValueError):
+    """A file of a store that can't be read as asv writes it; the message is one line: path and why."""
+
+
+@dataclass
+class Merged:
+    """What a merge did, paths relative to the target store."""
+
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    decisions: list[str] = field(default_factory=list)  # one line per choice between two differing copies
+    problems: list[str] = field(default_factory=list)  # files left alone because they can't be read
+
+    @property
+    def written(self) -> int:
+        return len(self.added) + len(self.changed)
+
+
+@dataclass
+class _Side:
+    """One copy of a store, and what it is called in the lines."""
+
+    root: Path
+    label: str
+
+
+# --- Reading -----------------------------------------------------------------------------------------
+
+
+def read_json(path: Path) -> dict:
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as error:
+        raise NotAResultFile(f"{path}: not readable as JSON ({_first_line(error)})") from None
+    if not isinstance(doc, dict):
+        raise NotAResultFile(f"{path}: not a JSON object")
+    return doc
+
+
+def rows_of(doc: dict, path: Path) -> dict[str, dict]:
+    """Each benchmark's row as a dict keyed by the file's ``result_columns``."""
+    results, columns = doc.get("results", {}), doc.get("result_columns", [])
+    if not isinstance(results, dict) or not isinstance(columns, list):
+        raise NotAResultFile(f"{path}: 'results' is not an object or 'result_columns' not a list")
+    rows = {}
+    for name, row in results.items():
+        if not isinstance(row, list) or len(row) > len(columns):
+            raise NotAResultFile(f"{path}: the row of {name} does not match the file's result_columns")
+        rows[name] = dict(zip(columns, row, strict=False))  # asv drops trailing empty columns
+    return rows
+
+
+def read_result(path: Path) -> tuple[dict, dict[str, dict]]:
+    doc = read_json(path)
+    return doc, rows_of(doc, path)
+
+
+def started(row: dict) -> float | None:
+    value = row.get("started_at")
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def measured(row: dict) -> bool:
+    """At least one number among the row's values (asv writes None for a failure, NaN for a skip)."""
+    values = row.get("result")
+    values = values if isinstance(values, list) else [values]
+    return any(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and not (isinstance(v, float) and math.isnan(v))
+        for v in values
+    )
+
+
+def newest(rows) -> float | None:
+    times = [t for t in map(started, rows) if t is not None]
+    return max(times) if times else None
+
+
+def is_gpu_machine(machine_json: Path) -> bool:
+    return read_json(machine_json).get("gpu", "none") not in ("none", "", None)
+
+
+# --- One result file -----------------------------------------------------------------------------------
+
+
+def _canonical(value) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _when(ms: float | None) -> str:
+    if ms is None:
+        return "no start time"
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _later(a: float | None, b: float | None) -> bool:
+    """a is later than b (a time is later than none)."""
+    return a is not None and (b is None or a > b)
+
+
+def choose_row(kept: dict, incoming: dict, kept_label: str, incoming_label: str) -> tuple[bool, str]:
+    """(True if ``incoming`` wins, why) for two differing rows of one benchmark."""
+    if measured(kept) != measured(incoming):
+        wins = measured(incoming)
+        winner, loser = (incoming_label, kept_label) if wins else (kept_label, incoming_label)
+        return wins, f"{winner}'s row measured values, {loser}'s none"
+    t_kept, t_incoming = started(kept), started(incoming)
+    if t_kept == t_incoming:
+        return False, f"{kept_label}'s row is kept: both started {_when(t_kept)} (the copy already there stays)"
+    wins = _later(t_incoming, t_kept)
+    new, old = [(incoming_label, t_incoming), (kept_label, t_kept)][:: 1 if wins else -1]
+    return wins, f"{new[0]}'s measurement wins, the newer: started {_when(new[1])}, {old[0]}'s {_when(old[1])}"
+
+
+def merge_result(
+    kept: dict, incoming: dict, where: str, kept_label: str, incoming_label: str
+) -> tuple[dict, list[str]]:
+    """One result file from two copies of it: (the merged document, a line per decision). ``where`` names
+    the file in the lines and errors."""
+    for key in ("commit_hash", "env_name"):
+        if key in kept and key in incoming and kept[key] != incoming[key]:
+            raise NotAResultFile(f"{where}: {kept_label} and {incoming_label} disagree on {key}: not one file")
+    kept_rows, incoming_rows = rows_of(kept, where), rows_of(incoming, where)
+    incoming_newer = _later(newest(incoming_rows.values()), newest(kept_rows.values()))
+    newer_doc, older_doc = (incoming, kept) if incoming_newer else (kept, incoming)
+    chosen, lines = {}, []
+    for name in [*kept_rows, *(n for n in incoming_rows if n not in kept_rows)]:
+        mine, theirs = kept_rows.get(name), incoming_rows.get(name)
+        if theirs is None or mine is None:
+            chosen[name] = mine if theirs is None else theirs
+            continue
+        if _canonical(mine) == _canonical(theirs):
+            chosen[name] = mine
+            continue
+        incoming_wins, why = choose_row(mine, theirs, kept_label, incoming_label)
+        chosen[name] = theirs if incoming_wins else mine
+        lines.append(f"{where} {name}: {why}")
+    columns = list(newer_doc.get("result_columns", []))
+    columns += [c for c in older_doc.get("result_columns", []) if c not in columns]
+    merged = {**older_doc, **newer_doc}
+    merged = {key: merged[key] for key in [*newer_doc, *(k for k in older_doc if k not in newer_doc)]}
+    merged["result_columns"] = columns
+    merged["results"] = {name: _as_list(row, columns) for name, row in chosen.items()}
+    durations = {**older_doc.get("durations", {}), **newer_doc.get("durations", {})}
+    if durations or "durations" in merged:
+        merged["durations"] = durations
+    return merged, lines
+
+
+def _as_list(row: dict, columns: list) -> list:
+    """A row in asv's form: values in column order, trailing empty columns left out."""
+    values = [row.get(column) for column in columns]
+    while values and values[-1] is None:
+        values.pop()
+    return values
+
+
+# --- A whole store -------------------------------------------------------------------------------------
+
+
+def merge_tree(
+    incoming_root: Path,
+    target_root: Path,
+    *,
+    incoming_label: str,
+    target_label: str,
+    machines: list[str] | None = None,
+    suite: str = "keep",
+    gpu_only: bool = False,
+    strict: bool = True,
+) -> Merged:
+    """Merge the store at ``incoming_root`` into the one at ``target_root`` (written in place).
+
+    ``machines``: only these machine folders (default: every folder with a machine.json). ``suite``:
+    ``keep`` or ``newest`` (module docstring). ``gpu_only``: machines whose machine.json names no GPU
+    are left out, said in a line. ``strict``: a file that can't be read raises NotAResultFile before
+    anything is written; otherwise it is left as it is and named in ``problems``."""
+    incoming, target = _Side(Path(incoming_root), incoming_label), _Side(Path(target_root), target_label)
+    merged, writes = Merged(), {}
+    newest_overall = {"incoming": None, "target": None}
+    for machine in machines if machines is not None else machines_in(incoming.root):
+        if gpu_only and not _gpu(incoming.root / machine / MACHINE_FILE, merged, strict):
+            merged.decisions.append(f"{machine}: left out, its machine.json names no GPU (GPU machines only)")
+            continue
+        times = _merge_machine(machine, incoming, target, merged, writes, strict)
+        for side in ("incoming", "target"):
+            if _later(times[side], newest_overall[side]):
+                newest_overall[side] = times[side]
+    _merge_suite(incoming, target, suite, newest_overall, merged, writes, strict)
+    for relative, data in writes.items():
+        path = target.root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return merged
+
+
+def machines_in(root: Path) -> list[str]:
+    """The machine folders of a store: those with a machine.json."""
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / MACHINE_FILE).is_file())
+
+
+def _gpu(machine_json: Path, merged: Merged, strict: bool) -> bool:
+    try:
+        return is_gpu_machine(machine_json)
+    except NotAResultFile as error:
+        if strict:
+            raise
+        merged.problems.append(str(error))
+        return False
+
+
+def _merge_machine(machine: str, incoming: _Side, target: _Side, merged: Merged, writes: dict, strict: bool) -> dict:
+    """The machine's result files, then its machine.json. Returns each side's newest measurement of it."""
+    times = {"incoming": None, "target": None}
+    target_dir = target.root / machine
+    for path in sorted(target_dir.glob("*.json")) if target_dir.is_dir() else []:
+        if path.name != MACHINE_FILE:
+            loaded = _load(path, merged, strict)
+            if loaded is not None and _later(newest(loaded[1].values()), times["target"]):
+                times["target"] = newest(loaded[1].values())
+    for path in sorted((incoming.root / machine).glob("*.json")):
+        if path.name == MACHINE_FILE:
+            continue
+        relative = f"{machine}/{path.name}"
+        loaded = _load(path, merged, strict)
+        if loaded is None:
+            continue
+        doc, rows = loaded
+        if _later(newest(rows.values()), times["incoming"]):
+            times["incoming"] = newest(rows.values())
+        destination = target.root / relative
+        if not destination.exists():
+            writes[relative] = path.read_bytes()
+            merged.added.append(relative)
+            continue
+        existing = _load(destination, merged, strict)
+        if existing is None:
+            continue
+        try:
+            result, lines = merge_result(existing[0], doc, relative, target.label, incoming.label)
+        except NotAResultFile as error:
+            if strict:
+                raise
+            merged.problems.append(str(error))
+            continue
+        merged.decisions += lines
+        if _canonical(result) != _canonical(existing[0]):
+            writes[relative] = json.dumps(result).encode()
+            merged.changed.append(relative)
+    _merge_machine_json(machine, incoming, target, times, merged, writes, strict)
+    return times
+
+
+def _load(path: Path, merged: Merged, strict: bool):
+    try:
+        return read_result(path)
+    except NotAResultFile as error:
+        if strict:
+            raise
+        merged.problems.append(str(error))
+        return None
+
+
+def _merge_machine_json(
+    machine: str, incoming: _Side, target: _Side, times: dict, merged: Merged, writes: dict, strict: bool
+) -> None:
+    relative = f"{machine}/{MACHINE_FILE}"
+    source, destination = incoming.root / relative, target.root / relative
+    try:
+        theirs = read_json(source)
+        mine = read_json(destination) if destination.exists() else None
+    except NotAResultFile as error:
+        if strict:
+            raise
+        merged.problems.append(str(error))
+        return
+    if mine is None:
+        writes[relative] = source.read_bytes()
+        merged.added.append(relative)
+        return
+    if _canonical(theirs) == _canonical(mine):
+        return
+    incoming_wins = _later(times["incoming"], times["target"])
+    winner, loser = (incoming, target) if incoming_wins else (target, incoming)
+    won, lost = (theirs, mine) if incoming_wins else (mine, theirs)
+    newest_time = times["incoming"] if incoming_wins else times["target"]
+    merged.decisions.append(
+        f"{relative}: {winner.label}'s is kept, beside the newest measurement ({_when(newest_time)}): "
+        f"{_describe(won)}; {loser.label}'s: {_describe(lost)}"
+    )
+    if incoming_wins:
+        writes[relative] = source.read_bytes()
+        merged.changed.append(relative)
+
+
+def _describe(machine_info: dict) -> str:
+    return str(machine_info.get("toolchain") or f"driver {machine_info.get('driver', 'unknown')}")
+
+
+def _merge_suite(
+    incoming: _Side, target: _Side, suite: str, times: dict, merged: Merged, writes: dict, strict: bool
+) -> None:
+    source, destination = incoming.root / SUITE_FILE, target.root / SUITE_FILE
+    if not source.is_file():
+        return
+    try:
+        read_json(source)  # a suite list that isn't JSON is never copied
+    except NotAResultFile as error:
+        if strict:
+            raise
+        merged.problems.append(str(error))
+        return
+    if not destination.exists():
+        writes[SUITE_FILE] = source.read_bytes()
+        merged.added.append(SUITE_FILE)
+        return
+    if suite == "keep" or source.read_bytes() == destination.read_bytes():
+        return
+    if _later(times["incoming"], times["target"]):
+        writes[SUITE_FILE] = source.read_bytes()
+        merged.changed.append(SUITE_FILE)
+        merged.decisions.append(
+            f"{SUITE_FILE}: {incoming.label}'s, beside the newest measurement, replaces {target.label}'s"
+        )
+    else:
+        merged.decisions.append(f"{SUITE_FILE}: {target.label}'s is kept, beside the newest measurement")
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
