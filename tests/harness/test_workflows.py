@@ -252,11 +252,18 @@ def test_the_regression_check_measures_then_decides_from_the_record_alone():
 
 
 def test_history_measures_read_only_and_a_hosted_job_pushes_the_results():
+    """The GPU jobs read; a hosted job per GPU job writes the results branch, running nothing but the
+    workflow's own commit's harness (results_branch.py merges, and never forces a push)."""
     history = yaml.safe_load((ROOT / ".github" / "workflows" / "history.yml").read_text())["jobs"]
-    assert history["benchmark"]["permissions"] == {"contents": "read"} and is_gpu(history["benchmark"])
-    assert history["store"]["permissions"] == {"contents": "write"} and not is_gpu(history["store"])
-    assert history["store"]["needs"] == "benchmark"
-    assert not checkouts(history["store"])  # it runs no code of the repository: it commits the artifact
+    for measures, stores in (("benchmark", "store"), ("backfill", "store-backfilled")):
+        assert history[measures]["permissions"] == {"contents": "read"} and is_gpu(history[measures])
+        assert history[stores]["permissions"] == {"contents": "write"} and not is_gpu(history[stores])
+        assert history[stores]["needs"] == measures
+        assert [step["with"]["ref"] for step in checkouts(history[stores])] == ["${{ github.sha }}"]
+        assert [script.split(" --")[0] for script in runs(history[stores])] == [
+            "python3 -m harness.results_branch store"
+        ]
+        assert all("--force" not in script and "push" not in script for script in runs(history[stores]))
 
 
 def test_every_checkout_keeps_no_credentials():

@@ -1,0 +1,270 @@
+"""history.yml's real steps under act (cpu_world.py's way: the rehearsal's world, a local bare
+repository standing in for GitHub), with only the GPU steps replaced by ones that put recorded
+results where asv would write them. The asv-results branch must never lose a result: a failed read
+fails the job, a re-run of an older store or two stores racing keep everything, and the nightly job
+measures the commits no merge run did."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import result_files as rf
+import yaml
+from cpu_world import run as run_workflows
+from cpu_world import with_run, workflow
+
+from harness import act, rehearse
+
+if (reason := act.why_not_here()) is not None:
+    pytest.skip(reason, allow_module_level=True)
+
+A, B, C = rf.fake_commit(0xA), rf.fake_commit(0xB), rf.fake_commit(0xC)
+NF4 = rf.NF4KERNEL_ONLY
+BRANCH = "refs/heads/asv-results"
+
+
+@pytest.fixture
+def world(tmp_path):
+    return rehearse.World(tmp_path, working_tree=True)
+
+
+def log(result: rehearse.Run) -> str:
+    return "\n".join(line for _, line in result.log)
+
+
+def steps(world: rehearse.World) -> dict:
+    return {
+        (job_id, step.get("id")): step
+        for job_id, job in workflow(world, "history.yml")["jobs"].items()
+        for step in job["steps"]
+    }
+
+
+def measured_by(world: rehearse.World, results: Path, env_step: str = 'echo "(CPU: no GPU to describe)"') -> dict:
+    """The benchmark job's GPU steps replaced: its measurement copies ``results`` into .asv/results,
+    as asv would have written them, and writes a one-page site."""
+    found = steps(world)
+    script = f"mkdir -p .asv/html && cp -r {results}/. .asv/results/ && echo '<html></html>' > .asv/html/index.html"
+    return {
+        ("benchmark", "env"): with_run(found[("benchmark", "env")], env_step),
+        ("benchmark", "bench"): with_run(found[("benchmark", "bench")], script),
+    }
+
+
+def push(world: rehearse.World, results: Path, **kwargs) -> rehearse.Run:
+    """A push to main whose benchmark job measured ``results``; the artifacts of any earlier run are
+    gone (each run has its own on GitHub)."""
+    shutil.rmtree(world.artifacts)
+    world.artifacts.mkdir()
+    return run_workflows(world, "push", world.push_event(), ("history.yml",), measured_by(world, results, **kwargs))
+
+
+def only_job(world: rehearse.World, job_id: str, event: str, payload: dict) -> rehearse.Run:
+    """One job of history.yml run again alone, with the artifacts the folder holds (GitHub's re-run of
+    a job reuses its run's artifacts): its `needs:` are that run's, already done."""
+    folder = world.scratch / f"only-{job_id}"
+    folder.mkdir(exist_ok=True)
+    full = workflow(world, "history.yml")
+    job = {k: v for k, v in full["jobs"][job_id].items() if k not in ("needs", "if")}
+    alone = {"name": full["name"], "on": full[True], "permissions": full["permissions"], "jobs": {job_id: job}}
+    (folder / "history.yml").write_text(yaml.safe_dump(alone, sort_keys=False))
+    here = str(Path(sys.executable).parent)
+    return world.run(event, payload, folder, timeout=300, env={"PATH": f"{here}{os.pathsep}{os.environ['PATH']}"})
+
+
+# --- The branch, read and written with plain git (what the test knows without the code under test) ----
+
+
+def git(*args: str, cwd: Path) -> str:
+    return rehearse.git(*args, cwd=cwd)
+
+
+def put_on_branch(world: rehearse.World, store: Path, message: str) -> str:
+    """``store``'s files committed on top of the branch (made where there is none) and pushed."""
+    writer = world.scratch / "branch-writer"
+    shutil.rmtree(writer, ignore_errors=True)
+    writer.mkdir()
+    git("init", "-q", "-b", "asv-results", cwd=writer)
+    if git("ls-remote", str(world.origin), BRANCH, cwd=writer):
+        git("fetch", "-q", str(world.origin), BRANCH, cwd=writer)
+        git("checkout", "-q", "-B", "asv-results", "FETCH_HEAD", cwd=writer)
+    shutil.copytree(store, writer, dirs_exist_ok=True)
+    git("add", "-A", cwd=writer)
+    git("commit", "-q", "-m", message, cwd=writer)
+    git("push", "-q", str(world.origin), f"HEAD:{BRANCH}", cwd=writer)
+    return git("rev-parse", "HEAD", cwd=writer)
+
+
+def tip(world: rehearse.World) -> str:
+    return git("rev-parse", BRANCH, cwd=world.origin)
+
+
+def on_branch(world: rehearse.World) -> set[str]:
+    return set(git("ls-tree", "-r", "--name-only", BRANCH, cwd=world.origin).splitlines())
+
+
+def branch_store(world: rehearse.World) -> Path:
+    """The branch's files, as a store to read."""
+    folder = world.scratch / "branch-now"
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir()
+    archive = subprocess.run(["git", "archive", BRANCH], cwd=world.origin, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
+    return folder
+
+
+def is_ancestor(world: rehearse.World, older: str, newer: str) -> bool:
+    done = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=world.origin, check=False)
+    return done.returncode == 0
+
+
+def result_file(commit: str) -> str:
+    return f"h200/{commit[:8]}-{rf.ENV}.json"
+
+
+# --- The tests ------------------------------------------------------------------------------------------
+
+
+def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world):
+    """The hole: `git fetch origin asv-results` failing (unreachable, auth, a blip) left the step green
+    with no earlier results, and the store then force-pushed this run's alone: a branch holding a
+    and b held only c."""
+    earlier = rf.write_store(world.scratch / "earlier", {c: rf.result(c, dict.fromkeys(NF4, rf.T0)) for c in (A, B)})
+    before = put_on_branch(world, earlier, "a and b")
+    unreachable = world.scratch / "unreachable.gitconfig"  # GitHub, as far as the rest of the job can tell
+    unreachable.write_text(f'[url "{world.scratch}/no-such-host.git"]\n\tinsteadOf = {rehearse.SERVER}/\n')
+    cut_off = f'echo "GIT_CONFIG_GLOBAL={unreachable}" >> "$GITHUB_ENV"'
+    this_run = rf.write_store(world.scratch / "run", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
+    result = push(world, this_run, env_step=cut_off)
+    assert result.results.get("benchmark") == "failure", log(result)[-3000:]
+    assert "store" not in result.results and "deploy" not in result.results
+    assert "results-branch: could not read" in log(result)
+    assert tip(world) == before and {result_file(A), result_file(B)} <= on_branch(world)
+
+
+def test_the_first_run_creates_the_branch(world):
+    assert git("ls-remote", str(world.origin), BRANCH, cwd=world.scratch) == ""
+    this_run = rf.write_store(world.scratch / "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))})
+    result = push(world, this_run)
+    assert result.results == dict.fromkeys(("benchmark", "store", "deploy"), "success"), log(result)[-3000:]
+    assert "has no asv-results branch yet" in log(result)
+    assert {result_file(A), "h200/machine.json", "benchmarks.json"} <= on_branch(world)
+    assert len(git("rev-list", BRANCH, cwd=world.origin).split()) == 1
+
+
+def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(world):
+    """The hole: run 2 stored c; run 1's store, run again, force-pushed run 1's results: c was gone
+    and the branch's history with it. Here run 1's store failed the first time (a refused push), run 2
+    stored c and re-measured one benchmark of b on a new driver, then run 1's store is run again."""
+    put_on_branch(world, rf.write_store(world.scratch / "a", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), "a")
+    refuse = world.origin / "hooks" / "pre-receive"
+    refuse.write_text("#!/bin/sh\necho 'refused for this test' >&2\nexit 1\n")
+    refuse.chmod(0o755)
+    run1 = rf.write_store(world.scratch / "run1", {B: rf.result(B, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
+    first = push(world, run1)
+    assert first.results.get("store") == "failure", log(first)[-3000:]
+    refuse.unlink()
+    kept_artifact = world.scratch / "run1-artifact"
+    shutil.copytree(world.artifacts / "asv-results", kept_artifact)
+
+    run2 = rf.write_store(
+        world.scratch / "run2",
+        {
+            B: rf.result(B, {rf.KERNEL_TIME: rf.T0 + 2 * rf.DAY_MS}),
+            C: rf.result(C, dict.fromkeys(rf.ALL, rf.T0 + 2 * rf.DAY_MS)),
+        },
+        machine=rf.machine_info(driver="590.10"),
+    )
+    second = push(world, run2)
+    assert second.results.get("store") == "success", log(second)[-3000:]
+    after_run2 = tip(world)
+
+    shutil.rmtree(world.artifacts)
+    shutil.copytree(kept_artifact.parent / "run1-artifact", world.artifacts / "asv-results")
+    again = only_job(world, "store", "push", world.push_event())
+    assert again.results == {"store": "success"}, log(again)[-3000:]
+    stored = branch_store(world)
+    assert rf.started(stored, A) == dict.fromkeys(NF4, rf.T0)
+    assert rf.started(stored, B) == {**dict.fromkeys(NF4, rf.T0 + rf.DAY_MS), rf.KERNEL_TIME: rf.T0 + 2 * rf.DAY_MS}
+    assert rf.started(stored, C) == dict.fromkeys(rf.ALL, rf.T0 + 2 * rf.DAY_MS)
+    assert (stored / "h200" / "machine.json").read_text() == (run2 / "h200" / "machine.json").read_text()
+    assert tip(world) != after_run2 and is_ancestor(world, after_run2, tip(world))
+    assert len(git("rev-list", BRANCH, cwd=world.origin).split()) == 3  # a, run 2's store, run 1's
+
+
+RACER_HOOK = """#!/bin/bash
+# Another store lands between this push's fetch and its ref update, once.
+set -e
+[ -z "$RACING" ] || exit 0
+[ ! -e "{marker}" ] || exit 0
+touch "{marker}"
+unset $(git rev-parse --local-env-vars) GIT_QUARANTINE_PATH
+git clone -q -b asv-results "{origin}" "{racer}"
+cp -r "{files}/." "{racer}/"
+git -C "{racer}" add -A
+git -C "{racer}" -c user.name=racer -c user.email=racer@localhost commit -q -m "the racing store"
+RACING=1 git -C "{racer}" push -q origin HEAD:refs/heads/asv-results
+"""
+
+
+def test_two_stores_racing_both_land(world):
+    put_on_branch(world, rf.write_store(world.scratch / "a", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), "a")
+    other = rf.write_store(world.scratch / "other", {B: rf.result(B, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
+    marker = world.scratch / "raced"
+    hook = world.origin / "hooks" / "pre-receive"
+    racer = world.scratch / "racer"
+    hook.write_text(RACER_HOOK.format(marker=marker, origin=world.origin, racer=racer, files=other))
+    hook.chmod(0o755)
+    this_run = rf.write_store(world.scratch / "run", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
+    result = push(world, this_run)
+    assert marker.exists()
+    assert result.results.get("store") == "success", log(result)[-3000:]
+    assert "asv-results moved under this store" in log(result)
+    assert {result_file(A), result_file(B), result_file(C)} <= on_branch(world)
+    subjects = git("log", "--format=%s", BRANCH, cwd=world.origin).splitlines()
+    assert subjects[1:] == ["the racing store", "a"] and subjects[0].startswith("asv results of ")
+
+
+def test_the_nightly_job_measures_the_newest_commits_with_no_result_at_most_its_limit(world):
+    """main: r c1 c2 c3 c4 c5, with results for r and c2 (a merge burst's runs cancelled c1, c3, c4,
+    c5). The scheduled run measures c5, c4 and c3 (its limit) and stores them; c1 is left to the next."""
+    tree = git("rev-parse", f"{world.main}^{{tree}}", cwd=world.origin)
+    chain = [git("commit-tree", tree, "-m", "r", cwd=world.origin)]
+    for n in range(1, 6):
+        chain.append(git("commit-tree", tree, "-p", chain[-1], "-m", f"c{n}", cwd=world.origin))
+    git("update-ref", "refs/heads/main", chain[-1], cwd=world.origin)
+    git("fetch", "-q", str(world.origin), "main", cwd=world.work)
+    git("checkout", "-q", "-B", "main", "FETCH_HEAD", cwd=world.work)
+    r, c1, c2, c3, c4, c5 = chain
+    done = {sha: rf.result(sha, dict.fromkeys(NF4, rf.T0)) for sha in (r, c2)}
+    put_on_branch(world, rf.write_store(world.scratch / "done", done), "r and c2")
+    measured = rf.write_store(
+        world.scratch / "measured", {sha: rf.result(sha, dict.fromkeys(rf.ALL, rf.T0)) for sha in chain}
+    )
+
+    found = steps(world)
+    real = found[("backfill", "backfill")]["run"]
+    nox = "python -m nox --no-venv -s backfill --"
+    assert real.startswith(nox)
+    listed = world.scratch / "listed.txt"
+    listing = real.replace(nox, "python -m harness.backfill") + " --list --machine h200"
+    stand_in = (
+        f'{listing} | grep -oE "^[0-9a-f]{{40}}" > {listed}\n'
+        f"mkdir -p .asv/results/h200 && cp {measured}/h200/machine.json .asv/results/h200/\n"
+        f'while read -r sha; do cp "{measured}/h200/${{sha:0:8}}-{rf.ENV}.json" .asv/results/h200/; done < {listed}'
+    )
+    replaced = {
+        ("backfill", "env"): with_run(found[("backfill", "env")], 'echo "(CPU: no GPU to describe)"'),
+        ("backfill", "backfill"): with_run(found[("backfill", "backfill")], stand_in),
+    }
+    payload = {"schedule": "17 3 * * *", "repository": {"full_name": rehearse.REPOSITORY, "default_branch": "main"}}
+    result = run_workflows(world, "schedule", payload, ("history.yml",), replaced)
+    assert result.results == {"backfill": "success", "store-backfilled": "success"}, log(result)[-3000:]
+    assert listed.read_text().split() == [c5, c4, c3]
+    stored = on_branch(world)
+    assert {result_file(sha) for sha in (r, c2, c3, c4, c5)} <= stored and result_file(c1) not in stored
