@@ -7,8 +7,10 @@ publish`` too:
 1. the results are seeded with the GPU history committed under benchmarks/history/ (``history.seed``);
 2. asv's own publish reads a copy of them holding the GPU machines alone (a CPU machine's times are
    the interpreter's; ``site.gpu_results``);
-3. the benchmarks no machine has a result for are left off the index, and the pages load the
-   vendored libraries instead of CDNs (``site.drop_benchmarks_without_results``,
+3. the benchmarks no machine has a result for are left off the index, asv's scripts insert tag,
+   branch, machine and benchmark names as text where they built markup from them, and the pages
+   load the vendored libraries instead of CDNs, under a Content-Security-Policy that refuses
+   inline script (``site.drop_benchmarks_without_results``, ``site.text_as_text``,
    ``site.make_self_contained``), in the html_dir asv was given (``asv publish -o DIR`` included).
 
 Without this plugin a plain ``asv publish`` writes pages that load their scripts from CDNs and
@@ -27,7 +29,10 @@ from pathlib import Path
 #   the site into conf.html_dir from the results in conf.results_dir; every way of publishing calls
 #   it (``asv publish`` after applying ``-o``, the gh-pages plugin), so it is the one place to wrap;
 # - a plugin module's setup(), which asv's plugin manager calls once it has imported the module;
-# - asv.util.UserError, which asv reports as one line, exiting 1.
+# - asv.util.UserError, which asv reports as one line, exiting 1;
+# - asv's www/ folder in its package, the pages and scripts Publish.run copies into the site, whose
+#   scripts site.text_as_text changes (checked against asv 0.6.6's bytes before anything is written).
+import asv
 from asv.commands.publish import Publish
 from asv.util import UserError
 
@@ -86,6 +91,7 @@ def _publishing_with(asvs_run):
 def _check_assets() -> None:
     try:
         site.check_assets()
+        site.check_asv_scripts(Path(asv.__file__).parent / "www")  # the pages asv is about to copy
     except ValueError as error:  # its message names the site's assets already
         raise UserError(str(error)) from None
 
@@ -93,6 +99,7 @@ def _check_assets() -> None:
 def _finish(html_dir: Path) -> None:
     try:
         site.drop_benchmarks_without_results(html_dir)
+        site.text_as_text(html_dir)
         site.make_self_contained(html_dir)
     except ValueError as error:
         raise UserError(f"site: {error}") from None
