@@ -176,10 +176,11 @@ def merge_result(
         lines.append(f"{where} {name}: {why}")
     columns = list(newer_doc.get("result_columns", []))
     columns += [c for c in older_doc.get("result_columns", []) if c not in columns]
-    merged = {**older_doc, **newer_doc}
-    merged = {key: merged[key] for key in [*newer_doc, *(k for k in older_doc if k not in newer_doc)]}
+    merged = {**newer_doc, **{key: value for key, value in older_doc.items() if key not in newer_doc}}
     merged["result_columns"] = columns
     merged["results"] = {name: _as_list(row, columns) for name, row in chosen.items()}
+    if not all(isinstance(doc.get("durations", {}), dict) for doc in (kept, incoming)):
+        raise NotAResultFile(f"{where}: 'durations' is not an object")
     durations = {**older_doc.get("durations", {}), **newer_doc.get("durations", {})}
     if durations or "durations" in merged:
         merged["durations"] = durations
@@ -252,47 +253,30 @@ def _gpu(machine_json: Path, merged: Merged, strict: bool) -> bool:
 
 def _merge_machine(machine: str, incoming: _Side, target: _Side, merged: Merged, writes: dict, strict: bool) -> dict:
     """The machine's result files, then its machine.json. Returns each side's newest measurement of it."""
-    times = {"incoming": None, "target": None}
-    target_dir = target.root / machine
-    for path in sorted(target_dir.glob("*.json")) if target_dir.is_dir() else []:
-        if path.name != MACHINE_FILE:
-            loaded = _load(path, merged, strict)
-            if loaded is not None and _later(newest(loaded[1].values()), times["target"]):
-                times["target"] = newest(loaded[1].values())
-    for path in sorted((incoming.root / machine).glob("*.json")):
-        if path.name == MACHINE_FILE:
-            continue
-        relative = f"{machine}/{path.name}"
-        loaded = _load(path, merged, strict)
-        if loaded is None:
-            continue
-        doc, rows = loaded
-        if _later(newest(rows.values()), times["incoming"]):
-            times["incoming"] = newest(rows.values())
-        destination = target.root / relative
-        if not destination.exists():
-            writes[relative] = path.read_bytes()
+    theirs = _results_in(incoming.root / machine, merged, strict)
+    mine = _results_in(target.root / machine, merged, strict)
+    times = {"incoming": _newest_of(theirs), "target": _newest_of(mine)}
+    for name, (doc, _) in theirs.items():
+        relative = f"{machine}/{name}"
+        if not (target.root / relative).exists():
+            writes[relative] = (incoming.root / relative).read_bytes()
             merged.added.append(relative)
-            continue
-        existing = _load(destination, merged, strict)
-        if existing is None:
-            continue
-        try:
-            result, lines = merge_result(existing[0], doc, relative, target.label, incoming.label)
-        except NotAResultFile as error:
-            if strict:
-                raise
-            merged.problems.append(str(error))
-            continue
-        merged.decisions += lines
-        if _canonical(result) != _canonical(existing[0]):
-            writes[relative] = json.dumps(result).encode()
-            merged.changed.append(relative)
+        elif mine.get(name) is not None:  # an unreadable copy there is left as it is (named already)
+            _merge_file(relative, mine[name][0], doc, incoming, target, merged, writes, strict)
     _merge_machine_json(machine, incoming, target, times, merged, writes, strict)
     return times
 
 
-def _load(path: Path, merged: Merged, strict: bool):
+def _results_in(folder: Path, merged: Merged, strict: bool) -> dict:
+    """{file name: (document, rows)} of a machine folder's result files; None for one that can't be read."""
+    found = {}
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        if path.name != MACHINE_FILE:
+            found[path.name] = _load(path, merged, strict)
+    return found
+
+
+def _load(path: Path, merged: Merged, strict: bool) -> tuple[dict, dict] | None:
     try:
         return read_result(path)
     except NotAResultFile as error:
@@ -300,6 +284,24 @@ def _load(path: Path, merged: Merged, strict: bool):
             raise
         merged.problems.append(str(error))
         return None
+
+
+def _newest_of(results: dict) -> float | None:
+    return newest(row for loaded in results.values() if loaded is not None for row in loaded[1].values())
+
+
+def _merge_file(relative, kept, doc, incoming: _Side, target: _Side, merged: Merged, writes: dict, strict: bool):
+    try:
+        result, lines = merge_result(kept, doc, relative, target.label, incoming.label)
+    except NotAResultFile as error:
+        if strict:
+            raise
+        merged.problems.append(str(error))
+        return
+    merged.decisions += lines
+    if _canonical(result) != _canonical(kept):
+        writes[relative] = json.dumps(result).encode()
+        merged.changed.append(relative)
 
 
 def _merge_machine_json(

@@ -161,35 +161,48 @@ def fetch(url: str, into: Path) -> int:
 
 def store(source: Path, url: str, message: str, attempts: int) -> int:
     for attempt in range(1, attempts + 1):
-        with tempfile.TemporaryDirectory(prefix="asv-results-") as scratch:
-            work = Path(scratch)
-            base = check_out_branch(url, work)
-            merged = result_merge.merge_tree(
-                source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True
-            )
-            if attempt == 1 or merged.written:
-                for line in merged.decisions:
-                    say(line)
-            if not merged.written:
-                say(f"nothing new for {BRANCH}" + (f" (at {base[:12]})" if base else "") + ": no commit made")
-                return 0
-            commit = commit_of(work, base, message, merged)
-            done = git("push", "--porcelain", url, f"{commit}:{REF}", cwd=work)
-            if done.returncode == 0:
-                for relative in merged.added:
-                    say(f"added {relative}")
-                for relative in merged.changed:
-                    say(f"changed {relative}")
-                say(f"{BRANCH} is now {commit[:12]}" + (f", on top of {base[:12]}" if base else ", its first commit"))
-                return 0
-            now = branch_tip(url, work)
-            if now == base:
-                raise RemoteError(f"{url} refused the push of {BRANCH}: {last_line(done)}")
-        if attempt == attempts:
-            break
-        say(f"{BRANCH} moved under this store ({_short(base)} -> {_short(now)}): merging again onto it")
-        time.sleep(random.uniform(0.5, 1.5) * min(2 ** (attempt - 1), 16))  # two racers don't retry in step
+        moved = store_once(source, url, message)
+        if moved is None:
+            return 0
+        if attempt < attempts:
+            say(f"{BRANCH} moved under this store ({moved}): merging again onto it")
+            time.sleep(random.uniform(0.5, 1.5) * min(2 ** (attempt - 1), 16))  # two racers don't retry in step
     raise RemoteError(f"{BRANCH} moved under each of {attempts} attempts to store")
+
+
+def store_once(source: Path, url: str, message: str) -> str | None:
+    """Merge onto the branch's tip and push. None once stored (or with nothing new to store); where
+    the branch moved between the fetch and the push, how it moved. A push refused while the branch
+    stayed where it was raises RemoteError."""
+    with tempfile.TemporaryDirectory(prefix="asv-results-") as scratch:
+        work = Path(scratch)
+        base = check_out_branch(url, work)
+        merged = result_merge.merge_tree(
+            source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True
+        )
+        if not merged.written:
+            report(merged)
+            say(f"nothing new for {BRANCH}" + (f" (at {base[:12]})" if base else "") + ": no commit made")
+            return None
+        commit = commit_of(work, base, message, merged)
+        done = git("push", "--porcelain", url, f"{commit}:{REF}", cwd=work)
+        if done.returncode == 0:
+            report(merged)
+            say(f"{BRANCH} is now {commit[:12]}" + (f", on top of {base[:12]}" if base else ", its first commit"))
+            return None
+        now = branch_tip(url, work)
+        if now == base:
+            raise RemoteError(f"{url} refused the push of {BRANCH}: {last_line(done)}")
+        return f"{_short(base)} -> {_short(now)}"
+
+
+def report(merged: result_merge.Merged) -> None:
+    for line in merged.decisions:
+        say(line)
+    for relative in merged.added:
+        say(f"added {relative}")
+    for relative in merged.changed:
+        say(f"changed {relative}")
 
 
 def commit_of(work: Path, base: str | None, message: str, merged: result_merge.Merged) -> str:

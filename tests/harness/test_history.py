@@ -12,7 +12,7 @@ import pytest
 import result_files as rf
 from checkouts import head
 
-from harness import history
+from harness import asvrun, history
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES = sorted(p for p in history.STORE.iterdir() if p.is_dir())
@@ -231,3 +231,26 @@ def test_the_store_command_names_its_files_and_exits_1_on_a_bad_one(tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert line.startswith(f"history: {rf.path_of(results, A)}: not readable as JSON (")
     assert not rf.path_of(committed, A).exists()
+
+
+def test_a_merged_file_is_one_asv_reads_with_every_value(tmp_path):
+    from asv.results import Results
+
+    local = rf.result(A, {rf.KERNEL_TIME: rf.T0 + rf.DAY_MS, rf.PEAK_MEMORY: rf.T0})
+    results = rf.write_store(tmp_path / "results", {A: local})
+    committed = rf.write_store(tmp_path / "committed", {A: rf.result(A, dict.fromkeys(rf.ALL, rf.T0))})
+    history.seed(results, committed)
+    loaded = Results.load(str(rf.path_of(results, A)))
+    assert sorted(loaded.get_result_keys(json.loads((committed / "benchmarks.json").read_text()))) == sorted(rf.ALL)
+    assert loaded.started_at[rf.KERNEL_TIME] == rf.T0 + rf.DAY_MS
+    assert asvrun.outcome(str(results), "h200", A, asvrun.SUITES["gpu"].bench).measured == 6 * 12
+
+
+def test_a_row_with_a_start_time_beats_one_without(tmp_path):
+    no_time = rf.result(A, dict.fromkeys(rf.NF4KERNEL_ONLY, rf.T0 + rf.DAY_MS))
+    for row in no_time["results"].values():
+        row[3] = None  # started_at: asv's column 3
+    results = rf.write_store(tmp_path / "results", {A: no_time})
+    committed = rf.write_store(tmp_path / "committed", {A: rf.result(A, dict.fromkeys(rf.NF4KERNEL_ONLY, rf.T0))})
+    history.seed(results, committed)
+    assert rf.started(results, A) == dict.fromkeys(rf.NF4KERNEL_ONLY, rf.T0)
