@@ -17,11 +17,19 @@ is the base commit too (the relative checks need it); on a push it is empty.
 
 Standard library only: the hosted job runs this with the runner's own python3. GitHub is reached at
 ``GITHUB_API_URL`` with ``GH_TOKEN``, as every step of a workflow can.
+
+Exit 0: approved (``approve``) or the status posted (``report``). Exit 1: nothing runs, for the
+reason given on the ``::error::`` line and in the job summary (``approve``), or the status could not
+be posted (``report``). Exit 2: bad arguments or environment (a --sha that is no full commit hash, a
+GitHub variable unset, an event file that is no JSON object), said in one line. Whatever GitHub
+answers (an error, a page that is not JSON, JSON without the fields asked for) is a refusal with its
+reason, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import re
@@ -33,11 +41,23 @@ from dataclasses import asdict, dataclass
 COMMAND = "/gpu-approve"
 APPROVERS = ("admin", "write")  # the permission API's answer; maintainers read as "write"
 FULL_HASH = re.compile(r"[0-9a-f]{40}")
+LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")  # GitHub's user names; apps end in [bot]
 STATUS_CONTEXT = "gpu"
+EXIT_BAD_INPUT = 2
 
 
 class Refused(Exception):
     """The event approves nothing; the message says why and what to do."""
+
+
+def read(container, key: str, kind: type, what: str):
+    """``container[key]`` if it is a ``kind``; Refused naming ``what`` otherwise (an event or an answer
+    of GitHub's without the field, or with another type there)."""
+    value = container.get(key) if isinstance(container, dict) else None
+    if isinstance(value, bool) or not isinstance(value, kind):
+        found = "missing" if value is None else f"a {type(value).__name__}"
+        raise Refused(f"{what} is {found}, not a {kind.__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -55,7 +75,7 @@ class GitHub:
     def __init__(self, api_url: str, token: str, repository: str):
         self.api_url, self.token, self.repository = api_url.rstrip("/"), token, repository
 
-    def call(self, method: str, path: str, body: dict | None = None) -> dict:
+    def call(self, method: str, path: str, body: dict | None = None) -> dict | list:
         request = urllib.request.Request(
             f"{self.api_url}/repos/{self.repository}/{path}",
             method=method,
@@ -69,21 +89,32 @@ class GitHub:
         )
         try:
             with urllib.request.urlopen(request, timeout=30) as answer:
-                return json.loads(answer.read() or b"{}")
+                data = answer.read()
         except urllib.error.HTTPError as error:
             raise Refused(f"GitHub answered {error.code} to {method} {path}: {error.read()[:200]!r}") from None
-        except (urllib.error.URLError, OSError) as error:
+        except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
             raise Refused(f"GitHub could not be reached for {method} {path}: {error}") from None
+        except ValueError as error:  # GITHUB_API_URL is no http(s) address
+            raise Refused(f"GitHub's API at {self.api_url!r} can't be asked: {error}") from None
+        try:
+            return json.loads(data or b"{}")  # an object or, for a listing, a list: the caller reads it
+        except (ValueError, RecursionError):
+            raise Refused(f"GitHub's answer to {method} {path} is not JSON: {data[:200]!r}") from None
 
 
 def approve(event_name: str, event: dict, sha: str, ref: str, github: GitHub) -> Approval:
     """What may run for this event, or Refused."""
-    default = (event.get("repository") or {}).get("default_branch", "main")
+    if not isinstance(event, dict):
+        raise Refused(f"the event is a {type(event).__name__}, not a JSON object")
+    repository = event.get("repository") or {}
+    default = read(repository, "default_branch", str, "the event's repository.default_branch") if repository else "main"
     if event_name in ("push", "workflow_dispatch"):
         if ref != f"refs/heads/{default}":
             raise Refused(
                 f"{event_name} on {ref}: only the default branch ({default}) runs on the GPU without approval"
             )
+        if not FULL_HASH.fullmatch(sha):  # GITHUB_SHA: the commit the GPU jobs check out and trust
+            raise Refused(f"{event_name}: GITHUB_SHA {sha[:60]!r} is not a full commit hash")
         return Approval(sha, sha, "", "", f"{event_name} to {default} at {sha[:12]}: merged code, judged by itself")
     if event_name != "issue_comment":
         raise Refused(f"{event_name} events approve nothing")
@@ -94,32 +125,42 @@ def approve_comment(event: dict, default: str, github: GitHub) -> Approval:
     if event.get("action") != "created":
         raise Refused("only a new comment approves (an edited one does not)")
     issue = event.get("issue") or {}
-    if not issue.get("pull_request"):
+    if not isinstance(issue, dict) or not issue.get("pull_request"):
         raise Refused(f"{COMMAND} works on pull requests only")
-    number = str(issue["number"])
-    comment = event.get("comment") or {}
-    body = (comment.get("body") or "").strip()
+    number = str(read(issue, "number", int, "the event's issue.number"))
+    comment = read(event, "comment", dict, "the event's comment")
+    body = read(comment, "body", str, "the event's comment.body").strip()
     words = body.splitlines()[0].split() if body else []
     if len(words) != 2 or words[0] != COMMAND or not FULL_HASH.fullmatch(words[1]):
         raise Refused(f"write `{COMMAND} <commit>` with the full 40-character hash of the commit you reviewed")
     approved = words[1]
-    login = (comment.get("user") or {}).get("login", "")
-    permission = github.call("GET", f"collaborators/{login}/permission").get("permission")
+    login = read(read(comment, "user", dict, "the event's comment.user"), "login", str, "the commenter's login")
+    if not LOGIN.fullmatch(login):  # it goes into the API's path: nothing but a user name may
+        raise Refused(f"{login[:60]!r} is not a GitHub user name")
+    answer = github.call("GET", f"collaborators/{login}/permission")
+    permission = answer.get("permission") if isinstance(answer, dict) else None
     if permission not in APPROVERS:
-        raise Refused(f"@{login} has {permission or 'no'} access here; approval needs write access")
+        said = permission if isinstance(permission, str) and permission else "no"
+        raise Refused(f"@{login} has {said} access here; approval needs write access")
     pull = github.call("GET", f"pulls/{number}")
-    if pull.get("state") != "open":
-        raise Refused(f"PR #{number} is {pull.get('state')}")
-    base, head = pull["base"], pull["head"]
-    if base["ref"] != default:
-        raise Refused(f"PR #{number} targets {base['ref']}: only PRs to {default} are judged (by {default}'s harness)")
-    if head["sha"] != approved:
+    state = read(pull, "state", str, f"GitHub's PR #{number}'s state")
+    if state != "open":
+        raise Refused(f"PR #{number} is {state}")
+    base, head = read(pull, "base", dict, f"PR #{number}'s base"), read(pull, "head", dict, f"PR #{number}'s head")
+    base_ref = read(base, "ref", str, f"PR #{number}'s base.ref")
+    base_sha = read(base, "sha", str, f"PR #{number}'s base.sha")
+    head_sha = read(head, "sha", str, f"PR #{number}'s head.sha")
+    if not FULL_HASH.fullmatch(base_sha):  # it becomes the commit the GPU jobs check out and trust
+        raise Refused(f"PR #{number}'s base.sha {base_sha[:60]!r} is not a full commit hash")
+    if base_ref != default:
+        raise Refused(f"PR #{number} targets {base_ref}: only PRs to {default} are judged (by {default}'s harness)")
+    if head_sha != approved:
         raise Refused(
-            f"{approved[:12]} is not the head of PR #{number}: its head is {head['sha'][:12]} (pushed after "
+            f"{approved[:12]} is not the head of PR #{number}: its head is {head_sha[:12]} (pushed after "
             f"the review?). Review that commit, then approve it by its own hash"
         )
-    why = f"@{login} approved {approved[:12]}, the head of PR #{number}; judged by its base {base['sha'][:12]}"
-    return Approval(approved, base["sha"], base["sha"], number, why)
+    why = f"@{login} approved {approved[:12]}, the head of PR #{number}; judged by its base {base_sha[:12]}"
+    return Approval(approved, base_sha, base_sha, number, why)
 
 
 def report(github: GitHub, sha: str, results: dict[str, str], target_url: str) -> dict:
@@ -131,42 +172,91 @@ def report(github: GitHub, sha: str, results: dict[str, str], target_url: str) -
     return body
 
 
+class BadEnvironment(Exception):
+    """A variable the job needs is unset, or the event file can't be read: exit 2."""
+
+
 def _append(variable: str, text: str) -> None:
     path = os.environ.get(variable)
     if path:
-        with open(path, "a") as f:
-            f.write(text)
+        try:
+            with open(path, "a") as f:
+                f.write(text)
+        except (OSError, ValueError) as error:  # ValueError: a path with a NUL character
+            raise BadEnvironment(f"{variable} ({path!r}) can't be written: {error}") from None
 
 
-def main(argv=None) -> int:
+def variable(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        raise BadEnvironment(f"{name} is not set: GitHub sets it in every workflow step")
+    return value
+
+
+def read_event(path: str) -> dict:
+    """The event's JSON object from GITHUB_EVENT_PATH."""
+    try:
+        with open(path, "rb") as f:
+            event = json.load(f)
+    except (OSError, ValueError, RecursionError) as error:
+        raise BadEnvironment(f"the event file {path} can't be read as JSON: {error}") from None
+    if not isinstance(event, dict):
+        raise BadEnvironment(f"the event file {path} holds no JSON object")
+    return event
+
+
+def full_hash(text: str) -> str:
+    if not FULL_HASH.fullmatch(text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a full 40-character commit hash")
+    return text
+
+
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python3 -m harness.approval", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("approve", help="decide what runs for this event (GitHub's environment variables)")
     status = commands.add_parser("report", help="post the `gpu` commit status")
-    status.add_argument("--sha", required=True)
+    status.add_argument("--sha", required=True, type=full_hash)
     for job in ("tests", "gate", "regression"):
         status.add_argument(f"--{job}", required=True, help=f"the {job} job's result")
-    args = parser.parse_args(argv)
-    env = os.environ
-    github = GitHub(
-        env.get("GITHUB_API_URL", "https://api.github.com"), env.get("GH_TOKEN", ""), env["GITHUB_REPOSITORY"]
-    )
-    if args.command == "report":
-        run_url = f"{env.get('GITHUB_SERVER_URL', 'https://github.com')}/{env['GITHUB_REPOSITORY']}/actions/runs/"
-        results = {"GPU tests": args.tests, "gate": args.gate, "regression": args.regression}
-        try:
-            posted = report(github, args.sha, results, run_url + env.get("GITHUB_RUN_ID", ""))
-        except Refused as error:
-            print(f"::error::{error}")
-            return 1
-        print(f"status {STATUS_CONTEXT!r} on {args.sha}: {posted['state']} ({posted['description']})")
-        return 0
-    with open(env["GITHUB_EVENT_PATH"]) as f:
-        event = json.load(f)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = command_line().parse_args(argv)
     try:
-        approval = approve(
-            env["GITHUB_EVENT_NAME"], event, env.get("GITHUB_SHA", ""), env.get("GITHUB_REF", ""), github
+        github = GitHub(
+            os.environ.get("GITHUB_API_URL", "https://api.github.com"),
+            os.environ.get("GH_TOKEN", ""),
+            variable("GITHUB_REPOSITORY"),
         )
+        return post_report(args, github) if args.command == "report" else decide_approval(github)
+    except BadEnvironment as error:
+        print(f"::error::{' '.join(str(error).splitlines())}")
+        return EXIT_BAD_INPUT
+
+
+def post_report(args, github: GitHub) -> int:
+    run_url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{github.repository}/actions/runs/"
+    results = {"GPU tests": args.tests, "gate": args.gate, "regression": args.regression}
+    try:
+        posted = report(github, args.sha, results, run_url + os.environ.get("GITHUB_RUN_ID", ""))
+    except Refused as error:
+        print(f"::error::{error}")
+        return 1
+    print(f"status {STATUS_CONTEXT!r} on {args.sha}: {posted['state']} ({posted['description']})")
+    return 0
+
+
+def decide_approval(github: GitHub) -> int:
+    try:
+        event = read_event(variable("GITHUB_EVENT_PATH"))
+        name = variable("GITHUB_EVENT_NAME")
+    except BadEnvironment as error:
+        _append("GITHUB_STEP_SUMMARY", f"### GPU approval\n\nNothing runs on the GPU: {error}.\n")
+        raise
+    try:
+        approval = approve(name, event, os.environ.get("GITHUB_SHA", ""), os.environ.get("GITHUB_REF", ""), github)
     except Refused as error:
         print(f"::error::nothing runs on the GPU: {error}")
         _append("GITHUB_STEP_SUMMARY", f"### GPU approval\n\nNothing runs on the GPU: {error}.\n")

@@ -135,3 +135,147 @@ def test_main_writes_the_outputs_and_the_summary(github, tmp_path, monkeypatch, 
     assert approval.main(["approve"]) == 1
     assert outputs.read_text() == "" and "Nothing runs on the GPU" in summary.read_text()
     assert "::error::nothing runs on the GPU" in capsys.readouterr().out
+
+
+# --- Whatever GitHub or the event says, a refusal with its reason: never a traceback ---------------------
+
+
+class Answering:
+    """A stand-in GitHub that answers every request with ``status`` and ``body`` as they are."""
+
+    def __init__(self, status: int, body: bytes, content_type: str = "text/html"):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_POST = do_GET
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+
+    def __enter__(self) -> approval.GitHub:
+        import threading
+
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return approval.GitHub(f"http://127.0.0.1:{self.server.server_address[1]}", "token", REPO)
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize(
+    "status,body,why",
+    [
+        (200, b"<html>a login page</html>", "is not JSON: b'<html>a login page</html>'"),
+        (200, b"[]", "@maintainer has no access here"),
+        (200, b'{"permission": ["write"]}', "@maintainer has no access here"),
+        (500, b"oops", "GitHub answered 500 to GET collaborators/maintainer/permission"),
+    ],
+    ids=["html", "a-list", "permission-a-list", "500"],
+)
+def test_an_answer_that_is_not_what_github_sends_is_a_refusal(status, body, why):
+    with Answering(status, body) as api, pytest.raises(approval.Refused) as refused:
+        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), "", "", api)
+    assert why in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "pull,why",
+    [
+        ({"state": "open"}, "PR #8's base is missing, not a dict"),
+        ({"state": "open", "base": {"ref": "main", "sha": 5}, "head": {"sha": HEAD}}, "base.sha is a int, not a str"),
+        ({"state": "open", "base": {"ref": "main", "sha": "x y"}, "head": {"sha": HEAD}}, "is not a full commit hash"),
+        ({"state": 1}, "PR #8's state is a int, not a str"),
+    ],
+)
+def test_a_pull_request_answer_without_its_fields_is_a_refusal(github, pull, why):
+    _, api = github
+
+    class Partial(approval.GitHub):
+        def call(self, method, path, body=None):
+            return pull if path.startswith("pulls/") else super().call(method, path, body)
+
+    with pytest.raises(approval.Refused) as refused:
+        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), "", "", Partial(api.api_url, "t", REPO))
+    assert why in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    "event,why",
+    [
+        ([1, 2], "the event is a list, not a JSON object"),
+        ({**comment(f"/gpu-approve {HEAD}"), "comment": "hi"}, "the event's comment is a str, not a dict"),
+        ({**comment(f"/gpu-approve {HEAD}"), "issue": {"number": "8", "pull_request": {}}}, "pull requests only"),
+        ({**comment(f"/gpu-approve {HEAD}"), "issue": {"number": "8", "pull_request": {"u": 1}}}, "issue.number is a"),
+        ({**comment(f"/gpu-approve {HEAD}"), "comment": {"body": 7}}, "the event's comment.body is a int"),
+        (comment(f"/gpu-approve {HEAD}", login="../../../orgs/x"), "is not a GitHub user name"),
+        (comment(f"/gpu-approve {HEAD}", login="a b"), "is not a GitHub user name"),
+        ({"repository": {"default_branch": 3}}, "the event's repository.default_branch is a int"),
+    ],
+)
+def test_an_event_without_its_fields_is_a_refusal(github, event, why):
+    _, api = github
+    with pytest.raises(approval.Refused) as refused:
+        approval.approve("issue_comment", event, "", "", api)
+    assert why in str(refused.value)
+
+
+def test_a_push_without_a_full_commit_hash_is_a_refusal(github):
+    _, api = github
+    with pytest.raises(approval.Refused, match="GITHUB_SHA '' is not a full commit hash"):
+        approval.approve("push", {"repository": {"default_branch": "main"}}, "", "refs/heads/main", api)
+
+
+def test_main_refuses_a_non_json_answer_with_the_reason_in_the_summary(tmp_path, monkeypatch, capsys):
+    event = tmp_path / "event.json"
+    event.write_text(json.dumps(comment(f"/gpu-approve {HEAD}")))
+    summary = tmp_path / "summary"
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "issue_comment")
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    with Answering(200, b"<html>maintenance</html>") as api:
+        monkeypatch.setenv("GITHUB_API_URL", api.api_url)
+        assert approval.main(["approve"]) == 1
+    assert "is not JSON: b'<html>maintenance</html>'" in summary.read_text()
+    assert "::error::nothing runs on the GPU: GitHub's answer to GET" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "unset,event_text,why",
+    [
+        ("GITHUB_REPOSITORY", None, "GITHUB_REPOSITORY is not set"),
+        ("GITHUB_EVENT_PATH", None, "GITHUB_EVENT_PATH is not set"),
+        (None, "{truncated", "can't be read as JSON"),
+        (None, "[]", "holds no JSON object"),
+    ],
+)
+def test_main_without_its_environment_exits_2_in_one_line(tmp_path, monkeypatch, capsys, unset, event_text, why):
+    event = tmp_path / "event.json"
+    event.write_text(event_text if event_text is not None else json.dumps(comment(f"/gpu-approve {HEAD}")))
+    monkeypatch.setenv("GITHUB_EVENT_NAME", "issue_comment")
+    monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
+    monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
+    monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9")
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    if unset:
+        monkeypatch.delenv(unset)
+    assert approval.main(["approve"]) == 2
+    out = capsys.readouterr().out
+    assert why in out and len(out.splitlines()) == 1 and out.startswith("::error::")
+
+
+@pytest.mark.parametrize("sha", ["", HEAD[:12], HEAD.upper(), HEAD + "\n", f"../{HEAD}"])
+def test_report_refuses_a_sha_that_is_no_full_commit_hash(capsys, sha):
+    with pytest.raises(SystemExit) as stopped:
+        approval.main(["report", "--sha", sha, "--tests", "success", "--gate", "success", "--regression", "success"])
+    assert stopped.value.code == 2 and "is not a full 40-character commit hash" in capsys.readouterr().err
