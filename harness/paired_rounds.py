@@ -57,10 +57,27 @@ def run_side(staged: Path, keys: list[str], device: str) -> dict:
     if done.returncode != 0 or not lines:
         why = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
         raise MeasureError(f"{staged}: {why[-1]}", done.returncode or 1)
-    found = json.loads(lines[-1])
+    found = probe_output(lines[-1], staged)
     where = os.path.realpath(found["nf4kernel"])
     if not where.startswith(os.path.realpath(staged) + os.sep):
         raise MeasureError(f"the process imported nf4kernel from {where}, not the kernel staged in {staged}", 2)
+    return found
+
+
+PROBE_FIELDS = {"nf4kernel": str, "device": str, "samples": dict, "bytes": dict, "peak_bytes": dict}
+
+
+def probe_output(line: str, staged: Path) -> dict:
+    """The probe's last line: a JSON object with what run_pass reads (where it imported nf4kernel
+    from, the device, every call's seconds, bytes). MeasureError (exit 2) otherwise: a probe that
+    printed something else measured nothing this check can use."""
+    try:
+        found = json.loads(line)
+    except ValueError:
+        raise MeasureError(f"{staged}: the probe's last line is not JSON: {line[:200]}", 2) from None
+    for key, kind in PROBE_FIELDS.items():
+        if not isinstance(found, dict) or not isinstance(found.get(key), kind):
+            raise MeasureError(f"{staged}: the probe's answer has no {key} ({kind.__name__}): {line[:200]}", 2)
     return found
 
 

@@ -23,10 +23,14 @@ The summary's table gives, per result and group, the change, its interval, the n
 against and whether it was called. The asv history (``nox -s bench``) keeps its own figures; this
 check does not read them (one number per run, no samples to judge noise by).
 
+The limits are this checkout's (``--min-change``, ``--min-group-change``, else the rule's defaults),
+never the ones a record says it was measured with.
+
 Exit 0: nothing slower (or ``--device cpu``/``--measure-only``: no verdict asked). Exit 1: something
-got slower (named in the table and on the last lines). Exit 2: bad arguments, or a record that can't
-support a verdict (it fails closed). Exit 3: a kernel's output differs from bitsandbytes'. Exit 4: no
-CUDA GPU here.
+got slower (named in the table and on the last lines). Exit 2: bad arguments (BASE or HEAD with no
+nf4kernel package, a --record or --summary with no folder to go in), or a record that breaks its
+schema (``records.py``) or can't support a verdict (it fails closed), said in one line. Exit 3: a
+kernel's output differs from bitsandbytes'. Exit 4: no CUDA GPU here.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import _ruler
-from harness import kernel_source, paired_rounds, regression_rule
+from harness import kernel_source, paired_rounds, records, regression_rule
 
 SHAPES, DTYPES = tuple(_ruler.SHAPES), _ruler.DTYPES  # the asv suite's weights
 CPU_KEYS = ("1024x512 bfloat16", "1024x512 float16")  # the smoke run's weights, in Triton's interpreter
@@ -67,6 +71,8 @@ def summary(record: dict, verdict: regression_rule.Judgement) -> str:
 
 
 def report(record: dict, verdict: regression_rule.Judgement, summary_path: str | None) -> int:
+    """The table and the verdict's lines on stdout, the summary appended to ``summary_path``; 0 pass,
+    1 slower, 2 when the summary can't be written (the verdict then reaches no one who reads it)."""
     print(regression_rule.table(verdict), flush=True)
     for note in verdict.notes:
         print(f"regression: {note}", flush=True)
@@ -79,8 +85,12 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
     for m in verdict.memory:
         print(f"regression: peak memory grew: {m['name']}: {m['base_bytes']} -> {m['head_bytes']} bytes", flush=True)
     if summary_path:
-        with open(summary_path, "a") as f:
-            f.write(summary(record, verdict))
+        try:
+            with open(summary_path, "a") as f:
+                f.write(summary(record, verdict))
+        except OSError as error:
+            print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
+            return 2
     base, head = record.get("base", "?")[:8], record.get("head", "?")[:8]
     if verdict.failed:
         called = len(verdict.called) + len(verdict.memory)
@@ -91,17 +101,37 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
 
 
 def replay(path: str, args) -> int:
+    """The verdict on a record, after its schema (``records.check_regression``)."""
     try:
-        record = json.loads(Path(path).read_text())
+        record = records.read_regression(path, f"--replay {path}")
         verdict = regression_rule.decide(record, args.min_change, args.min_group_change)
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        # A record that can't be read or decided gives no verdict, and no verdict is never a pass.
-        print(f"regression: --replay {path}: {type(error).__name__}: {error}; no verdict (exit 2)", flush=True)
-        return 2
+    except records.RecordError as error:
+        return no_verdict(str(error))
+    except ValueError as error:  # a record that can't support a verdict: suspects never re-measured
+        return no_verdict(f"--replay {path}: {error}")
     return report(record, verdict, args.summary)
 
 
-def main(argv=None) -> int:
+def no_verdict(why: str) -> int:
+    """A record that can't be read or decided gives no verdict, and no verdict is never a pass."""
+    print(f"regression: {' '.join(why.splitlines())}; no verdict (exit 2)", flush=True)
+    return 2
+
+
+def check_output(parser: argparse.ArgumentParser, option: str, path: str | None) -> None:
+    """A file written after minutes of measuring needs a folder to go in: refused before, not after."""
+    if path is None:
+        return
+    if "\0" in path:
+        parser.error(f"{option} {path!r}: a path holds no NUL character")
+    target = Path(path)
+    if target.is_dir():
+        parser.error(f"{option} {path!r} is a folder, not a file")
+    if not target.parent.is_dir():
+        parser.error(f"{option} {path}: there is no folder {target.parent} to write it in")
+
+
+def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.regression", description=__doc__.splitlines()[0])
     parser.add_argument("base", nargs="?", help="the reference: a commit, or a checkout's path (a PR's base)")
     parser.add_argument("head", nargs="?", help="under test: a commit, or a checkout's path (a PR's head)")
@@ -120,8 +150,14 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES, metavar="SHAPE")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES, metavar="DTYPE")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the smoke run, no verdict")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """The arguments, checked against each other; a bad one ends here (exit 2), before anything runs."""
+    args = parser.parse_args(argv)
+    check_output(parser, "--record", args.record)
+    check_output(parser, "--summary", args.summary)
     for name in ("min_change", "min_group_change"):
         value = getattr(args, name)
         if value is not None and not 0 < value < 1:
@@ -129,26 +165,59 @@ def main(argv=None) -> int:
     if args.replay:
         if args.base or args.head or args.measure_only:
             parser.error("--replay decides a record: give it no BASE, HEAD or --measure-only")
-        return replay(args.replay, args)
+        return args
     if not (args.base and args.head):
         parser.error("give BASE and HEAD (or --replay RECORD)")
     if args.measure_only and not args.record:
         parser.error("--measure-only writes the measurement to --record PATH: name one")
     if args.rounds < 2 or args.more_rounds < 2:
         parser.error("--rounds and --more-rounds must be at least 2: a round's noise is judged against another's")
+    return args
+
+
+def main(argv=None) -> int:
+    parser = command_line()
+    args = parse(parser, argv)
+    if args.replay:
+        return replay(args.replay, args)
     try:
         base, head = kernel_source.resolve(args.base), kernel_source.resolve(args.head)
-    except kernel_source.SourceError as error:
+    except ValueError as error:  # SourceError: no such commit; or a NUL character git can't be given
         parser.error(str(error))
-    if args.device == "cuda" and not cuda_available():
-        print("regression: no CUDA GPU here: nothing to measure (--device cpu for the smoke run)", flush=True)
-        return 4
+    found = measure(args, base, head)
+    if isinstance(found, int):  # measured nothing: the exit code
+        return found
+    record = {"base": base, "head": head, **found}
+    if args.record:
+        try:
+            Path(args.record).write_text(json.dumps(record))
+        except OSError as error:
+            print(f"regression: --record {args.record}: {error.strerror or error}; nothing kept (exit 2)", flush=True)
+            return 2
+        print(f"regression: the measurement is in {args.record}", flush=True)
+    if args.device == "cpu":
+        print("regression: the CPU smoke run times Triton's interpreter: no speed verdict (exit 0)", flush=True)
+        return 0
+    if args.measure_only:
+        print(f"regression: {base[:8]} and {head[:8]} measured; no verdict asked", flush=True)
+        return 0
+    return report(record, regression_rule.decide(record, args.min_change, args.min_group_change), args.summary)
+
+
+def measure(args, base: str, head: str) -> dict | int:
+    """Both commits' kernels staged, then paired rounds (``paired_rounds.measure``); or the exit code
+    where nothing could be measured: 2 (no nf4kernel package in one, a probe's answer unreadable),
+    3 (wrong output), 4 (no CUDA GPU)."""
     weights = list(CPU_KEYS) if args.device == "cpu" else keys(args.shapes, args.dtypes)
     try:
+        # Staged first: a BASE or HEAD with no nf4kernel package is bad input (2) on any machine.
         with kernel_source.staged(base) as staged_base, kernel_source.staged(head) as staged_head:
+            if args.device == "cuda" and not cuda_available():
+                print("regression: no CUDA GPU here: nothing to measure (--device cpu for the smoke run)", flush=True)
+                return 4
             for sha, kernel in ((base, staged_base), (head, staged_head)):
                 print(f"regression: {sha[:8]}: {kernel.describe()}", flush=True)
-            found = paired_rounds.measure(
+            return paired_rounds.measure(
                 {"base": staged_base.path, "head": staged_head.path},
                 weights,
                 device=args.device,
@@ -160,17 +229,9 @@ def main(argv=None) -> int:
     except paired_rounds.MeasureError as error:
         print(f"regression: {error}", flush=True)
         return error.exit_code if error.exit_code in (2, 3, 4) else 2
-    record = {"base": base, "head": head, **found}
-    if args.record:
-        Path(args.record).write_text(json.dumps(record))
-        print(f"regression: the measurement is in {args.record}", flush=True)
-    if args.device == "cpu":
-        print("regression: the CPU smoke run times Triton's interpreter: no speed verdict (exit 0)", flush=True)
-        return 0
-    if args.measure_only:
-        print(f"regression: {base[:8]} and {head[:8]} measured; no verdict asked", flush=True)
-        return 0
-    return report(record, regression_rule.decide(record), args.summary)
+    except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
+        print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)
+        return 2
 
 
 if __name__ == "__main__":

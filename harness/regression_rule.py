@@ -47,6 +47,8 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from harness import records
+
 # Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
 # suite, the weights that dominate a real model's time.
 LARGE_BYTES = 16 * 2**20
@@ -276,14 +278,15 @@ def decide(
     record: dict, min_change: float | None = None, min_group_change: float | None = None, resamples: int = RESAMPLES
 ) -> Judgement:
     """The verdict on a whole record (``paired_rounds.measure``): the first pass judged, its suspects
-    decided by the second pass, peak memory compared. The limits are the record's unless given.
-    ValueError where the record can't support a verdict (no passes, or suspects never re-measured)."""
-    limits = record.get("rule", {}) if isinstance(record, dict) else {}
-    min_change = min_change or limits.get("min_change") or DEFAULT_MIN_CHANGE
-    min_group_change = min_group_change or limits.get("min_group_change") or DEFAULT_MIN_GROUP_CHANGE
-    passes = record.get("passes") if isinstance(record, dict) else None
-    if not isinstance(passes, list) or not passes:
-        raise ValueError("the record holds no measured pass")
+    decided by the second pass, peak memory compared. The limits are the caller's, else this
+    module's defaults: never the record's own ``rule``, which a record under test could loosen (it
+    says what the measurement used; a note says where that differs). ValueError where the record
+    breaks its schema (``records.check_regression``) or can't support a verdict (suspects never
+    re-measured)."""
+    records.check_regression(record, "the record")
+    min_change = min_change or DEFAULT_MIN_CHANGE
+    min_group_change = min_group_change or DEFAULT_MIN_GROUP_CHANGE
+    passes = record["passes"]
     first = judge(passes[0], min_change, min_group_change, resamples=resamples)
     again = suspects(first)
     verdict = first
@@ -299,8 +302,20 @@ def decide(
         second.results = [r for r in second.results if r.name in again]
         verdict = merge(first, second)
     verdict.memory = memory_grown(passes[0])
-    verdict.notes += throttled(passes)
+    verdict.notes += throttled(passes) + other_limits(record, min_change, min_group_change)
     return verdict
+
+
+def other_limits(record: dict, min_change: float, min_group_change: float) -> list[str]:
+    """A note where the record was measured with other limits than the verdict applies: which results
+    it re-measured followed from those."""
+    measured = record.get("rule") or {}
+    applied = {"min_change": min_change, "min_group_change": min_group_change}
+    differ = {key: value for key, value in measured.items() if key in applied and value != applied[key]}
+    if not differ:
+        return []
+    said = ", ".join(f"{key} {value:g} (applied: {applied[key]:g})" for key, value in differ.items())
+    return [f"the record was measured with other limits ({said}); the verdict applies this harness's"]
 
 
 def throttled(passes: list[dict]) -> list[str]:

@@ -73,7 +73,7 @@ def test_grown_peak_memory_fails(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("damage", "why"),
     [
-        (lambda r: r.pop("passes"), "holds no measured pass"),
+        (lambda r: r.pop("passes"), ": passes: missing"),
         (lambda r: r["passes"].pop(), "the record has no second pass"),
         (lambda r: r["passes"][0]["rounds"][0]["head"].clear(), "timed nothing for head"),
     ],
@@ -138,9 +138,14 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     assert [r.name for r in verdict.results if r.call == regression_rule.SLOWER] == ["28672x8192 bfloat16"]
 
 
+def probe_answer(nf4kernel: str) -> str:
+    """What ``benchmarks/_kernel_samples.py`` prints last: where it imported nf4kernel from, and what it timed."""
+    return json.dumps({"nf4kernel": nf4kernel, "device": "a fake GPU", "samples": {}, "bytes": {}, "peak_bytes": {}})
+
+
 def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
     """The check that the kernel measured is the staged one (not this checkout's, not an installed one)."""
-    done = subprocess.CompletedProcess([], 0, json.dumps({"nf4kernel": str(ROOT / "nf4kernel" / "__init__.py")}), "")
+    done = subprocess.CompletedProcess([], 0, probe_answer(str(ROOT / "nf4kernel" / "__init__.py")), "")
     monkeypatch.setattr(paired_rounds.subprocess, "run", lambda *a, **k: done)
     with pytest.raises(paired_rounds.MeasureError, match="not the kernel staged in"):
         paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
@@ -152,7 +157,7 @@ def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypat
 
     def fake_run(command, cwd, env, **_):
         seen["path"] = env["PYTHONPATH"].split(":")
-        return subprocess.CompletedProcess(command, 0, json.dumps({"nf4kernel": f"{cwd}/nf4kernel/__init__.py"}), "")
+        return subprocess.CompletedProcess(command, 0, probe_answer(f"{cwd}/nf4kernel/__init__.py"), "")
 
     monkeypatch.setenv("PYTHONPATH", "/opt/site-packages")
     monkeypatch.setattr(paired_rounds.subprocess, "run", fake_run)
@@ -266,3 +271,121 @@ def test_the_first_weight_a_process_times_is_timed_as_long_as_the_next(tmp_path)
     assert run.returncode == 0, run.stderr[-2000:]
     samples = json.loads(run.stdout.splitlines()[-1])["samples"]
     assert len(samples[keys[0]]) >= len(samples[keys[1]]) / 2, {k: len(v) for k, v in samples.items()}
+
+
+# --- The limits are this checkout's; a record that breaks its schema gets no verdict -------------------
+
+
+def test_a_records_own_limits_do_not_loosen_the_verdict(tmp_path, capsys):
+    """A record saying it was measured with 50% limits passed a 10% slowdown of the large weights:
+    the limits came from the record under test. They are the deciding harness's own."""
+    record = recorded.regression_record(dict.fromkeys(LARGE, 1.10))
+    record["rule"] = {"min_change": 0.5, "min_group_change": 0.5}
+    assert regression.main(["--replay", write(tmp_path, record)]) == 1
+    out = capsys.readouterr().out
+    assert "the record was measured with other limits (min_change 0.5 (applied: 0.05)" in out
+
+
+@pytest.mark.parametrize(
+    ("damage", "field"),
+    [
+        (lambda r: r.__setitem__("base", 12), "base: 12 is not a string"),
+        (lambda r: r["passes"][0].__setitem__("bytes", [1, 2]), "passes[0].bytes: [1, 2] is not an object"),
+        (
+            lambda r: r["passes"][0]["rounds"][1]["head"]["4096x1024 float16"].__setitem__(0, True),
+            'passes[0].rounds[1].head["4096x1024 float16"][0]: true is not a number',
+        ),
+        (lambda r: r.__setitem__("rule", {"min_change": "5%"}), 'rule.min_change: "5%" is not a number'),
+        (
+            lambda r: r["passes"][0].__setitem__("peak_bytes", {"base": []}),
+            "passes[0].peak_bytes.base: [] is not an object",
+        ),
+        (lambda r: r["passes"][0].__setitem__("states", [[]]), "passes[0].states[0]: [] is not an object"),
+    ],
+    ids=["base-a-number", "bytes-a-list", "a-sample-true", "rule-a-string", "peak-bytes-a-list", "states"],
+)
+def test_a_record_that_breaks_its_schema_is_refused_in_one_line(tmp_path, capsys, damage, field):
+    record = recorded.regression_record()
+    damage(record)
+    path = write(tmp_path, record)
+    assert regression.main(["--replay", path]) == 2
+    out = capsys.readouterr().out
+    assert out == f"regression: --replay {path}: {field}; no verdict (exit 2)\n"
+
+
+@pytest.mark.parametrize("option", ["--summary", "--record"])
+def test_an_output_with_no_folder_to_go_in_is_refused_before_anything_runs(tmp_path, capsys, option):
+    missing = str(tmp_path / "no-such-folder" / "out")
+    with pytest.raises(SystemExit) as stopped:
+        regression.main(["HEAD", "HEAD", option, missing])
+    assert stopped.value.code == 2 and f"{option} {missing}: there is no folder" in capsys.readouterr().err
+
+
+def test_a_summary_that_fails_to_be_written_is_one_line(tmp_path, capsys, monkeypatch):
+    record = write(tmp_path, recorded.regression_record())
+    folder = tmp_path / "out"
+    folder.mkdir()
+    real_decide = regression_rule.decide
+
+    def decide_then_remove_the_folder(*args, **kwargs):
+        folder.rmdir()
+        return real_decide(*args, **kwargs)
+
+    monkeypatch.setattr(regression_rule, "decide", decide_then_remove_the_folder)
+    assert regression.main(["--replay", record, "--summary", str(folder / "summary.md")]) == 2
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"regression: --summary {folder / 'summary.md'}: No such file or directory; no verdict (exit 2)"
+
+
+def git(*args: str, cwd: Path) -> str:
+    ident = ["-c", "user.name=t", "-c", "user.email=t@t.invalid", "-c", "commit.gpgsign=false"]
+    done = subprocess.run(["git", *ident, *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+@pytest.fixture
+def commits_of_a_repository(tmp_path, monkeypatch):
+    """A repository of its own whose commits hold nf4kernel/ as a package, as a file, and not at all;
+    kernel_source looks commits up there (nothing is fetched into this checkout)."""
+    from harness import kernel_source
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git("init", "-q", cwd=repo)
+    (repo / "nf4kernel").mkdir()
+    (repo / "nf4kernel" / "__init__.py").write_text("")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "a package", cwd=repo)
+    package = git("rev-parse", "HEAD", cwd=repo)
+    git("rm", "-rq", "nf4kernel", cwd=repo)
+    (repo / "nf4kernel").write_text("not a package\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "a file", cwd=repo)
+    a_file = git("rev-parse", "HEAD", cwd=repo)
+    git("rm", "-q", "nf4kernel", cwd=repo)
+    (repo / "README").write_text("no kernel here\n")
+    git("add", "-A", cwd=repo)
+    git("commit", "-qm", "none", cwd=repo)
+    missing = git("rev-parse", "HEAD", cwd=repo)
+    resolve, staged = kernel_source.resolve, kernel_source.staged
+    monkeypatch.setattr(kernel_source, "resolve", lambda source, _=None: resolve(source, repo))
+    monkeypatch.setattr(kernel_source, "staged", lambda source, _=None: staged(source, repo))
+    return {"package": package, "a file": a_file, "missing": missing}
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+@pytest.mark.parametrize("head", ["a file", "missing"])
+def test_a_head_without_an_nf4kernel_package_is_refused_in_one_line(commits_of_a_repository, capsys, head, device):
+    """Its nf4kernel a file, or none: a traceback (exit 1, "slower") where gate --kernel said exit 2."""
+    commits = commits_of_a_repository
+    assert regression.main([commits["package"], commits[head], "--device", device]) == 2
+    out = capsys.readouterr().out
+    assert f"regression: commit {commits[head][:12]} has no nf4kernel" in out and "Traceback" not in out
+
+
+def test_a_probe_whose_answer_is_not_json_is_refused(monkeypatch, tmp_path):
+    done = subprocess.CompletedProcess([], 0, "Segmentation fault (core dumped)\n", "")
+    monkeypatch.setattr(paired_rounds.subprocess, "run", lambda *a, **k: done)
+    with pytest.raises(paired_rounds.MeasureError, match="the probe's last line is not JSON") as error:
+        paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
+    assert error.value.exit_code == 2
