@@ -92,11 +92,11 @@ def _site_packages(session: nox.Session, python: str) -> str:
     return session.run(python, "-c", code, silent=True, log=False, external=True).strip()
 
 
-def run_keeping_exit_code(session: nox.Session, *args: str, env: dict[str, str] | None = None) -> None:
+def run_keeping_exit_code(session: nox.Session, *args: str, **run_options) -> None:
     """Run a command; if it fails, end nox with the command's own exit code (nox would say 1), so the
     codes an entry point documents (the gate's 4 = no GPU, say) reach whoever called nox."""
     try:
-        session.run(*args, env=env)
+        session.run(*args, **run_options)
     except nox.command.CommandFailed as failed:
         code = failed.return_code or 1
         session.log(f"{args[2] if len(args) > 2 else args[0]} exited {code}")
@@ -153,9 +153,12 @@ def preview(session: nox.Session) -> None:
     Exit 1 where no site is built yet."""
     install(session, "-r", HARNESS_REQUIREMENTS)
     # SIGTERM to nox alone (a service manager, `kill`) would end nox at once and leave the server
-    # running: taken as Ctrl-C, nox hands the interrupt on to the server, which stops cleanly.
+    # running. Taken as Ctrl-C, nox waits interrupt_timeout for the preview (which a terminal's Ctrl-C
+    # reached too), then sends it SIGTERM, and waits terminate_timeout while it stops asv's server
+    # (up to 10 s) before killing it: nox's defaults, 0.3 s and 0.2 s, kill it mid-stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    run_keeping_exit_code(session, "python", "-m", "harness.site", "preview", *session.posargs)
+    preview_args = ("python", "-m", "harness.site", "preview", *session.posargs)
+    run_keeping_exit_code(session, *preview_args, interrupt_timeout=1, terminate_timeout=20)
 
 
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
