@@ -24,8 +24,8 @@ is imported, so a commit takes seconds, not Unsloth's 30 s import. ``--store`` t
 machine's results into benchmarks/history/ to be committed.
 
 Exit 0 done (or nothing missing); 1 ``--store`` found nothing of this machine to store, or a file
-that isn't asv's; 2 no such range, no commit in it, or arguments that don't go together; 4 no CUDA
-GPU (with a GPU suite).
+that isn't asv's; 2 no such range, no commit in it, arguments that don't go together, or an asv
+configuration that can't be read; 4 no CUDA GPU (with a GPU suite).
 """
 
 from __future__ import annotations
@@ -115,9 +115,10 @@ def main(argv=None) -> int:
     if not commits:
         print(f"backfill: no commits in {spec}", file=sys.stderr)
         return 2
-    results = asvrun.ROOT / asvrun.load_config(args.config)["results_dir"]
     bench = asvrun.SUITES[args.suite].bench
     if args.missing and args.list:
+        if (results := results_dir(args.config)) is None:
+            return 2
         history.seed(results)
         chosen = missing_commits(commits, results, args.machine or machine.describe()["machine"], bench, args.limit)
         return list_missing(chosen, spec, args.limit)
@@ -126,6 +127,8 @@ def main(argv=None) -> int:
     if info["gpu"] == "none" and args.suite != "cpu":
         print("backfill: no CUDA GPU here (use --suite cpu for a smoke run)", file=sys.stderr)
         return 4
+    if (results := results_dir(args.config)) is None:
+        return 2
     history.seed(results)
     if args.missing:
         commits = missing_commits(commits, results, info["machine"], bench, args.limit)[::-1]  # oldest first
@@ -135,6 +138,17 @@ def main(argv=None) -> int:
         print(f"backfill: {len(commits)} commits of {spec} with no result yet (--limit {args.limit})", flush=True)
     measure(commits, spec, args, results, info, bench)
     return store(results, info) if args.store else 0
+
+
+def results_dir(config: str):
+    """The results folder asv's configuration names; None, said in one line, where it can't be read."""
+    from asv.util import UserError
+
+    try:
+        return asvrun.ROOT / asvrun.load_config(config)["results_dir"]
+    except (OSError, ValueError, KeyError, UserError) as error:
+        print(f"backfill: cannot read the results folder from {config}: {error}", file=sys.stderr)
+        return None
 
 
 def list_missing(chosen: list[str], spec: str, limit: int) -> int:

@@ -93,3 +93,10 @@ def test_list_names_the_missing_commits_of_a_range_and_measures_nothing(tmp_path
     assert listed == commits[:2]
     assert done.stdout.splitlines()[-1].startswith("backfill: 2 commits of ")
     assert sorted(p.name for p in (results / "h200").glob(f"{commits[0][:8]}-*")) == []  # nothing measured
+
+
+def test_a_configuration_that_cannot_be_read_is_one_line_and_exit_2(tmp_path):
+    done = run("--missing", "--list", "--machine", "h200", "--config", str(tmp_path / "none.json"), "HEAD")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"backfill: cannot read the results folder from {tmp_path / 'none.json'}: ")
