@@ -2,7 +2,7 @@
 which passed its own PR check, opens one GitHub issue per GPU machine; a recovery closes it.
 
     python -m harness.changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
-    python -m harness.changepoints power [--draws N] [--length L] [--after A] [--seed S]
+    python -m harness.changepoints power [--draws N] [--length L] [--after A] [--seed S] [--only REGEX]
 
 Each series is judged on its own: one benchmark, one parameter combination, one GPU machine, one line
 (asv's result parameters besides the machine: a new toolchain starts a new line, and only the line of
@@ -15,11 +15,12 @@ The rule (``find``): asv's own piecewise-constant fit (``asv.step_detect.solve_p
 default penalty) and asv's own decision on it (``detect_regressions``): the series' latest level is
 above its best earlier level by more than the series' limit, the larger of 3% (``FLOOR``) and 4 times
 (``NOISE_FACTOR``) its mean change from one commit to the next, its noise as measured in its own
-history (on the committed H200 history: 0.1-0.2% for the 160 µs 28672x8192, 3-4% for the 8 µs
-4096x1024, which times on one of two levels 8% apart). A level counts once held for 2 commits
-(``PERSIST``), and a verdict once reached at 2 stores in a row, so one slow run neither opens an issue
-nor closes one: a sharp step is called at its third commit, a ramp over three commits at the commit
-after it. The range named runs from the last commit at the earlier level to the first at today's.
+history (in the committed H200 history: 0.7% for the 160 µs 28672x8192, 0.2% between runs of one
+kernel and the rest c56b2633's 5% step; 3.6-4.5% for the 8 µs 4096x1024, which times on one of two
+levels 8% apart). A level counts once held for 2 commits (``PERSIST``), and a verdict once reached
+at 2 stores in a row, so one slow run neither opens an issue nor closes one: a sharp step is called at
+its third commit, a ramp over three commits (on the steady 28672x8192) at the commit after it. The
+range named runs from the last commit at the earlier level to the first at today's.
 
 Why this fit and not asv's ``detect_steps`` (its Regressions page's): its penalty search fits the
 noise's correlation and, on 16 commits, takes a ramp for correlated noise; in this rule, on 1000
@@ -35,7 +36,7 @@ ratios' noise). False alarms: 16 of 1000 histories called something (1.6% of sto
 session's first run (11008x4096 bf16 5.5% faster than the rest). The smallest slowdown spread over
 three commits, with five commits after it, called in 95% of histories: 4% on 28672x8192 (kernel time,
 time over copy: the first bad commit named in every call), 11-19% on 14336x4096 and 11008x4096 (named
-in 82-91% of calls), 13-25% on 4096x4096 and 8192x2048, 29% to over 30% on 4096x1024, 4% on peak
+in 84-92% of calls), 13-25% on 4096x4096 and 8192x2048, 29% to over 30% on 4096x1024, 4% on peak
 memory, over 30% on the ratios.
 
 Exit codes (check): 0 the issues agree with the verdict (or, with --dry-run, what would be done was
@@ -589,11 +590,11 @@ def upper_95(k: int, n: int) -> float:
     return hi
 
 
-def power(store: Path, machine: str, draws: int, length: int, seed: int, after: int, log=print) -> dict:
+def power(store: Path, machine: str, draws: int, length: int, seed: int, after: int, only: str = "", log=print) -> dict:
     """False alarms: how many null histories drawn from ``machine``'s committed runs call anything.
-    Power: per series, the smallest slowdown (1% steps, spread over three commits, ``after`` commits
-    at the new level after them) called in 95% of the same histories with the ramp's first commit in
-    the named range."""
+    Power: per series whose label matches ``only`` (a regex; "" every one, "^$" none), the smallest
+    slowdown (1% steps, spread over three commits, ``after`` commits at the new level after them)
+    called in 95% of the same histories, and how many of those calls name the ramp's first commit."""
     runs, by_key = runs_of(store, machine)
     same = [c for c in runs if c[:8] in SAME_KERNEL_H200]
     noise = same if machine == "h200" and same else list(runs)
@@ -622,7 +623,7 @@ def power(store: Path, machine: str, draws: int, length: int, seed: int, after: 
         f"smallest slowdown (1% steps) spread over three commits, {after} commits after them, called in 95% of "
         f"{draws}; of those calls, how many name the ramp's first commit, and how many name the ramp exactly:"
     )
-    for key in keys:
+    for key in [k for k in keys if re.search(only, by_key[k].label)]:
         for pct in range(1, 31):
             calls = []
             for history in histories:
@@ -661,14 +662,25 @@ class Parser(argparse.ArgumentParser):
 
 
 def parser() -> Parser:
-    cli = Parser(prog="python -m harness.changepoints", description=" ".join(__doc__.split("\n\n")[0].split()))
+    paragraphs = [" ".join(p.split()) for p in __doc__.split("\n\n")]
+    cli = Parser(prog="python -m harness.changepoints", description=paragraphs[0], epilog=paragraphs[-1])
     commands = cli.add_subparsers(dest="command", required=True, parser_class=Parser)
-    run = commands.add_parser("check", help="judge main's history; open, update or close each GPU machine's issue")
+    run = commands.add_parser(
+        "check",
+        help="judge main's history; open, update or close each GPU machine's issue",
+        description=paragraphs[3],
+        epilog=paragraphs[-1],
+    )
     run.add_argument("--results", type=Path, help="an asv results folder (default: asv.conf.json's, .asv/results)")
     run.add_argument("--rev", default="HEAD", help="whose first-parent history is main's (%(default)s)")
     run.add_argument("--machine", action="append", help="judge this GPU machine only (repeatable; default: every one)")
     run.add_argument("--dry-run", action="store_true", help="print what would be done; GitHub is not contacted")
-    measure = commands.add_parser("power", help="false alarms and the smallest step found, on benchmarks/history")
+    measure = commands.add_parser(
+        "power",
+        help="false alarms and the smallest step found, on benchmarks/history",
+        description=paragraphs[5],
+        epilog=paragraphs[-1],
+    )
     measure.add_argument("--machine", default="h200")
     measure.add_argument("--draws", type=int, default=300, help="null histories drawn (%(default)s)")
     measure.add_argument("--length", type=int, default=16, help="commits in each (%(default)s)")
@@ -676,6 +688,7 @@ def parser() -> Parser:
         "--after", type=int, default=5, help="commits at the new level after a planted ramp (%(default)s)"
     )
     measure.add_argument("--seed", type=int, default=0)
+    measure.add_argument("--only", default="", help="find the smallest step only for series matching this regex")
     return cli
 
 
@@ -688,7 +701,14 @@ def main(argv=None) -> int:
         print("changepoints: power needs --draws >= 1, --length >= 7 and 0 < --after <= length - 4", file=sys.stderr)
         return 2
     try:
-        power(STORE, args.machine, args.draws, args.length, args.seed, args.after)
+        re.compile(args.only)
+    except re.error as error:
+        print(f"changepoints: --only {args.only!r} is not a regular expression: {error}", file=sys.stderr)
+        return 2
+    try:
+        if args.machine not in gpu_machines(STORE):
+            raise BadInput(f"no GPU machine {args.machine} in {STORE}")
+        power(STORE, args.machine, args.draws, args.length, args.seed, args.after, args.only)
     except BadInput as error:
         print(f"changepoints: {error}", file=sys.stderr)
         return 2

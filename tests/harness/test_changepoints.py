@@ -192,6 +192,26 @@ def test_a_drop_in_a_rate_is_a_regression():
     assert changepoints.judge(series) is None
 
 
+# --- The measured figures the module states ----------------------------------------------------------------
+
+
+def test_power_measures_the_false_alarms_the_docstring_states():
+    """1000 null histories of 16 commits drawn from the committed runs (seed 0): 16 call something."""
+    found = changepoints.power(STORE, "h200", draws=1000, length=16, seed=0, after=5, only="^$", log=lambda _: None)
+    assert found["fired"] == 16 and found["smallest"] == {}
+    assert "16 of 1000 histories called something (1.6% of stores" in " ".join(changepoints.__doc__.split())
+
+
+def test_power_finds_4pct_over_three_commits_on_the_steadiest_weight():
+    found = changepoints.power(
+        STORE, "h200", draws=200, length=16, seed=0, after=5, only=r"KernelTime.*28672x8192", log=lambda _: None
+    )
+    assert {label: v[0] for label, v in found["smallest"].items()} == {
+        f"{KERNEL_TIME}(28672x8192, {dtype})": 4 for dtype in ("bfloat16", "float16")
+    }
+    assert all(named == called for _, called, named, _ in found["smallest"].values())  # the first bad commit named
+
+
 # --- The issue, against a stand-in GitHub -----------------------------------------------------------------
 
 
@@ -244,8 +264,8 @@ def github():
 def run_check(results_dir: Path, upto: int, url: str, *extra: str, env: dict | None = None):
     """``python -m harness.changepoints check`` at the store after ORDER[upto], as the workflow runs it."""
     environment = {**os.environ, "GITHUB_API_URL": url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "token"}
-    environment.update(env or {})
     environment.pop("GITHUB_STEP_SUMMARY", None)
+    environment.update(env or {})
     command = [sys.executable, "-m", "harness.changepoints", "check", "--results", str(results_dir)]
     command += ["--rev", ORDER[upto], *extra]
     return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
@@ -308,8 +328,10 @@ def test_a_dry_run_prints_what_it_would_do_and_contacts_nobody(results, github):
     assert fake.requests == []
     assert f"would open or update the issue {TITLE!r}" in done.stdout
     assert f"{ORDER[at - 1][:12]}...{ORDER[at + 2][:12]}" in done.stdout
-    quiet = run_check(STORE, 15, url, "--dry-run")
+    summary = results.parent / "summary.md"
+    quiet = run_check(STORE, 15, url, "--dry-run", env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert quiet.returncode == 0 and fake.requests == []
+    assert summary.read_text().startswith("### Change points on main\n\n- h200: 72 series judged")
     assert "h200: 72 series judged up to 644a4ed2cc4b: no regression" in quiet.stdout
     assert f"would close the issue {TITLE!r} if one is open" in quiet.stdout
 
@@ -351,8 +373,20 @@ def one_line(*args: str, env: dict | None = None):
         (["check", "--bogus"], "unrecognized arguments"),
         (["nothing"], "invalid choice"),
         (["power", "--draws", "0"], "--draws >= 1"),
+        (["power", "--only", "("], "is not a regular expression"),
+        (["power", "--machine", "h100"], "no GPU machine h100"),
     ],
-    ids=["no-folder", "no-machine", "bad-rev", "before-the-history", "bad-option", "bad-command", "no-draws"],
+    ids=[
+        "no-folder",
+        "no-machine",
+        "bad-rev",
+        "before-the-history",
+        "bad-option",
+        "bad-command",
+        "no-draws",
+        "bad-regex",
+        "power-no-machine",
+    ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, says):
     done = one_line(*args)
