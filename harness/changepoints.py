@@ -232,9 +232,11 @@ class Regression:
 
 def first_parent(rev: str, repo: Path = ROOT) -> list[str]:
     """Main's commits, oldest first, along first parents."""
-    done = subprocess.run(
-        ["git", "rev-list", "--first-parent", "--reverse", rev], cwd=repo, capture_output=True, text=True, check=False
-    )
+    try:
+        command = ["git", "rev-list", "--first-parent", "--reverse", rev]
+        done = subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+    except OSError as error:
+        raise BadInput(f"git could not be run in {repo}: {error}") from None
     if done.returncode != 0:
         raise BadInput(f"git rev-list --first-parent {rev} failed in {repo}: {done.stderr.strip().splitlines()[-1:]}")
     return done.stdout.split()
@@ -263,6 +265,10 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
         benchmarks = util.load_json(str(results_dir / "benchmarks.json"))
     except (OSError, ValueError, util.UserError) as error:
         raise BadInput(f"{results_dir / 'benchmarks.json'}: {error}") from None
+    if not isinstance(benchmarks, dict) or not all(
+        isinstance(v, dict) for k, v in benchmarks.items() if k != "version"
+    ):
+        raise BadInput(f"{results_dir / 'benchmarks.json'} is not asv's list of benchmarks")
     position = {commit: i for i, commit in enumerate(order)}
     runs: list = []
     skipped = dict.fromkeys(
@@ -280,7 +286,8 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
         try:  # asv's own iteration skips a file it can't read with a warning: here that is bad input
             result = asv_results.Results.load(str(path), machine_name=machine)
         except (OSError, ValueError, KeyError, TypeError, util.UserError) as error:
-            raise BadInput(f"{path}: a result file asv can't read: {str(error).splitlines()[0][:200]}") from None
+            why = (str(error).splitlines() or [type(error).__name__])[0][:200]
+            raise BadInput(f"{path}: a result file asv can't read: {why}") from None
         if result.commit_hash in position:
             runs.append(result)
         else:

@@ -398,7 +398,7 @@ def test_no_github_settings_without_dry_run_is_exit_2():
     assert done.returncode == 2 and "GITHUB_TOKEN must be set" in done.stderr
 
 
-def test_a_folder_without_a_gpu_machine_or_with_a_broken_result_is_exit_2(tmp_path):
+def test_a_folder_without_a_gpu_machine_or_with_a_broken_file_is_exit_2(tmp_path):
     (tmp_path / "cpu").mkdir()
     (tmp_path / "cpu" / "machine.json").write_text(json.dumps({"machine": "cpu", "gpu": "none", "version": 1}))
     done = one_line("check", "--dry-run", "--results", str(tmp_path))
@@ -407,3 +407,7 @@ def test_a_folder_without_a_gpu_machine_or_with_a_broken_result_is_exit_2(tmp_pa
     next((tmp_path / "store" / "h200").glob("*-*.json")).write_text("{not json")
     done = one_line("check", "--dry-run", "--results", str(tmp_path / "store"))
     assert done.returncode == 2 and "a result file asv can't read" in done.stderr
+    shutil.copytree(STORE, tmp_path / "suite")
+    (tmp_path / "suite" / "benchmarks.json").write_text("[]")
+    done = one_line("check", "--dry-run", "--results", str(tmp_path / "suite"))
+    assert done.returncode == 2 and "is not asv's list of benchmarks" in done.stderr
