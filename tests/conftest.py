@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,11 @@ ROOT = Path(__file__).resolve().parents[1]
 HAS_CUDA = torch.cuda.is_available()
 GPU_REASON = "needs a CUDA GPU (none here: the CPU runs of these tests use the Triton interpreter)"
 requires_gpu = pytest.mark.skipif(not HAS_CUDA, reason=GPU_REASON)
+
+# Unsloth writes what it compiles into ./unsloth_compiled_cache: the checkout, where a test or a
+# command a test starts imports it there (the GPU job's tests do). One folder outside it instead, for
+# this process and every child; the checkout stays as it was (test_commands_on_a_cpu checks that).
+os.environ.setdefault("UNSLOTH_COMPILE_LOCATION", str(Path(tempfile.gettempdir()) / "nf4kernel-tests-unsloth-compiled"))
 
 # Every device test runs on the CPU (the kernel in Triton's interpreter) and, where there is one, the GPU.
 DEVICES = [
