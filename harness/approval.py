@@ -38,6 +38,8 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 
+from harness import records  # standard library only, as this module
+
 COMMAND = "/gpu-approve"
 APPROVERS = ("admin", "write")  # the permission API's answer; maintainers read as "write"
 FULL_HASH = re.compile(r"[0-9a-f]{40}")
@@ -223,6 +225,7 @@ def command_line() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    records.plain_streams()
     args = command_line().parse_args(argv)
     try:
         github = GitHub(

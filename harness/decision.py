@@ -212,8 +212,11 @@ def why_untimed(record: dict) -> str:
     """What a record that timed nothing says about why: its verdict's reasons where it has them."""
     verdict = record.get("verdict")
     reasons = verdict.get("reasons") if isinstance(verdict, dict) else None
-    if isinstance(reasons, list) and reasons and all(isinstance(r, str) for r in reasons):
-        return "; ".join(reasons)
+    try:  # the verdict is what the base's own run said, unchecked: shown only where it is plain text
+        if isinstance(reasons, list) and reasons and all(isinstance(r, str) and r.encode() for r in reasons):
+            return "; ".join(reasons)
+    except UnicodeEncodeError:
+        pass
     return "it has no timings"
 
 

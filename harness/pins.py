@@ -52,6 +52,8 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from harness import records
+
 ROOT = Path(__file__).resolve().parents[1]
 CI_WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 REQUIREMENT_FILES = sorted(p for p in (ROOT / "requirements").glob("*.txt") if p.name != "gpu-runner.txt")
@@ -444,6 +446,7 @@ def _string_or_none(value) -> str | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    records.plain_streams()
     argparse.ArgumentParser(prog="python -m harness.pins", description=__doc__.splitlines()[0]).parse_args(argv)
     try:
         pythons = ci_pythons()

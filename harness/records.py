@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,6 +120,17 @@ def a_string(value: Any, where: Where, nonempty: bool = False) -> str:
         where.fail(f"{shown(value)} is not a string")
     if nonempty and not value:
         where.fail("is an empty string")
+    try:
+        value.encode()
+    except UnicodeEncodeError:  # JSON's "\udcff": printed in a table, it would end the command in a traceback
+        where.fail(f"{shown(value)} is not text (it holds a lone surrogate)")
+    return value
+
+
+def text_keys(value: dict, where: Where) -> dict:
+    """An object whose keys are text a table can print (see a_string)."""
+    for key in value:
+        a_string(key, where.key(key))
     return value
 
 
@@ -201,6 +213,16 @@ def required(record: dict, key: str, where: Where, check: Callable, **options) -
 
 def optional(record: dict, key: str, where: Where, check: Callable, **options) -> Any:
     return check(record[key], where.key(key), **options) if key in record else None
+
+
+def plain_streams() -> None:
+    """stdout and stderr write what they can't encode as an escape: a path that is no UTF-8 (a lone
+    surrogate in argv) would otherwise end a command's one line in UnicodeEncodeError, a traceback,
+    where stdout is strict UTF-8 (a UTF-8 locale other than C.UTF-8, or PYTHONIOENCODING)."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
 
 
 # --- Reading a file -----------------------------------------------------------------------------
@@ -289,7 +311,7 @@ def _environment(record: dict, where: Where) -> dict:
     for key in ("device", "torch", "triton", "bitsandbytes", "unsloth"):
         optional(env, key, here, a_string_or_null)
     optional(env, "copy_bytes_per_s", here, a_number, positive=True)
-    versions = optional(env, "versions", here, an_object) or {}
+    versions = text_keys(optional(env, "versions", here, an_object) or {}, here.key("versions"))
     for key in versions:
         a_string_or_null(versions[key], here.key("versions").key(key))
     return env
@@ -492,7 +514,7 @@ def _paired_round(value: Any, where: Where) -> set:
         where.key("order").fail(f"{shown(order)} is not base and head in some order")
     found = {}
     for side in SIDES:
-        samples = required(value, side, where, an_object)
+        samples = text_keys(required(value, side, where, an_object), where.key(side))
         if not samples:
             where.key(side).fail(f"timed nothing for {side}")
         for key, calls in samples.items():
@@ -505,7 +527,7 @@ def _paired_round(value: Any, where: Where) -> set:
 
 def _counts(value: Any, where: Where) -> dict:
     """Bytes per result: whole numbers, 0 or more."""
-    an_object(value, where)
+    text_keys(an_object(value, where), where)
     for key, count in value.items():
         an_int(count, where.key(key), minimum=0)
     return value

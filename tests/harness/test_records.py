@@ -122,6 +122,7 @@ def gate_with(change) -> dict:
         (lambda r: r.__setitem__("kernel", {"commit": "abc"}), "kernel.source: missing"),
         (lambda r: r.__setitem__("classic", []), "classic: [] is not an object"),
         (lambda r: r["environment"].__setitem__("versions", {"torch": 2.11}), "versions.torch: 2.11 is not a string"),
+        (lambda r: r["environment"].__setitem__("device", "\udcff"), r'device: "\udcff" is not text'),
     ],
 )
 def test_a_gate_record_that_breaks_its_schema_is_refused_by_file_and_field(change, said):
