@@ -1,0 +1,482 @@
+"""Property-based: whatever a record or an argument holds, the harness answers with a verdict or a
+refusal (the validation error, or exit 2 in one line), never a traceback, whose exit 1 the gate and
+the regression check use for "slower".
+
+Records: a valid recorded record of each kind (``recorded.py``, ``benchmarks/``), changed at random
+places (a value replaced by arbitrary JSON, a field or element removed, one added), goes to its
+checker, which must return or raise ``records.RecordError`` and nothing else; and to the command
+that decides on it (in this process: ``main(argv)``), which must exit with one of its documented
+codes. Arguments: every option of gate, regression, pins and approval given arbitrary text.
+
+Bounded (``max_examples``, no deadline: a verdict's bootstrap takes tens of milliseconds) and
+derandomized, so a CI run is the same run every time, with no examples database (hypothesis still
+keeps a cache in .hypothesis/, which its own .gitignore keeps out of git status). The reviewers'
+cases are ``@example``s, tried first on every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import io
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("hypothesis", reason="property-based tests need hypothesis (requirements/test.txt pins it)")
+
+import recorded
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from harness import approval, gate, paired_rounds, pins, records, regression
+from harness.fake_github import FakeGitHub, Pull, Serving
+
+ROOT = Path(__file__).resolve().parents[2]
+HISTORY = ROOT / "benchmarks" / "history" / "h200"
+AA_RECORD = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa" / "aa.json"
+
+# The fixtures a test takes (its working directory, a stand-in) hold for every example alike.
+BOUNDED = settings(
+    max_examples=60,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+)
+FEW = settings(BOUNDED, max_examples=25)
+
+GATE_EXITS = {0, 1, 2, 3, 4, 5}  # pass, too slow, refused, incorrect, no GPU, no Unsloth
+REGRESSION_EXITS = {0, 1, 2, 4}  # nothing slower, slower, refused, no GPU
+
+
+# --- Arbitrary JSON, and a record changed at random places -------------------------------------------
+
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(10**40), max_value=10**40)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0, 1, -1, 1e-300, 1e300, 5e-324, 2**63, "", "0.1", "\udcff"])
+    | st.text(max_size=12)
+)
+JSON = st.recursive(
+    SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+def paths(value, here=()) -> list[tuple]:
+    """Every place in ``value``: () the whole, then each key or index down."""
+    found = [here]
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found += paths(item, (*here, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found += paths(item, (*here, i))
+    return found
+
+
+def place(value, path: tuple):
+    """The container holding ``path``'s last step, or None where an earlier change removed the way."""
+    for step in path[:-1]:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            return None
+    return value if isinstance(value, dict | list) else None
+
+
+def changed(original, changes) -> object:
+    """A copy of ``original`` with each change applied where its place still exists."""
+    value = copy.deepcopy(original)
+    for kind, path, new in changes:
+        if not path:
+            value = new if kind == "replace" else value
+            continue
+        container, last = place(value, path), path[-1]
+        if container is None or (isinstance(container, list) and not isinstance(last, int)):
+            continue
+        if isinstance(container, list) and not -len(container) <= last < len(container):
+            continue
+        if isinstance(container, dict) and last not in container:
+            continue
+        if kind == "replace":
+            container[last] = new
+        elif kind == "delete":
+            del container[last]
+        elif isinstance(container, dict):
+            container[f"{last}_added"] = new
+        else:
+            container.insert(last, new)
+    return value
+
+
+def places(original):
+    """A place of ``original``: a depth first, then a place at that depth, so that the few top-level
+    fields are changed as often as the many timings deep down."""
+    by_depth: dict[int, list[tuple]] = {}
+    for path in paths(original):
+        by_depth.setdefault(len(path), []).append(path)
+    return st.sampled_from(sorted(by_depth)).flatmap(lambda depth: st.sampled_from(by_depth[depth]))
+
+
+def changes_of(original, count: int = 3):
+    """Up to ``count`` changes at places of ``original``: replaced by arbitrary JSON, deleted, or a
+    sibling added."""
+    where = places(original)
+    change = st.tuples(st.sampled_from(["replace", "replace", "delete", "add"]), where, JSON)
+    return st.lists(change, min_size=1, max_size=count)
+
+
+def only_record_errors(check, record, file: str) -> None:
+    """``check`` returns, or raises RecordError in one line naming ``file``: nothing else."""
+    try:
+        check(record, file)
+    except records.RecordError as error:
+        assert str(error).startswith(f"{file}: ") and "\n" not in str(error)
+
+
+# --- Running a command in this process, as its own process would run it ---------------------------------
+
+
+def run(main, argv: list[str]) -> tuple[int, str, str]:
+    """``main(argv)``'s exit code, stdout and stderr. The streams are strict UTF-8, as a terminal's
+    may be: an unencodable character that reaches them is the traceback it would be there."""
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict", write_through=True)
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 1
+    said = [stream.buffer.getvalue().decode() for stream in (out, err)]
+    return code, said[0], said[1]
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    """A folder of its own, the working directory of every command here: what they write lands there."""
+    with tempfile.TemporaryDirectory(prefix="any-input-") as folder:
+        previous = os.getcwd()
+        os.chdir(folder)
+        try:
+            yield Path(folder)
+        finally:
+            os.chdir(previous)
+
+
+def written(folder: Path, name: str, value) -> str:
+    path = folder / name
+    path.write_text(json.dumps(value))
+    return str(path)
+
+
+# --- Records ---------------------------------------------------------------------------------------------
+
+GATE = recorded.with_states(recorded.committed(1), {2: ["sw_power_cap"]})
+GATE["kernel"] = {"source": "../candidate", "commit": "a" * 40, "imported_from": "/tmp/x/nf4kernel/__init__.py"}
+AA = json.loads(AA_RECORD.read_text())
+REGRESSION = recorded.regression_record(recorded.planted_2x())
+REGRESSION["rule"] = {"min_change": 0.05, "min_group_change": 0.02}
+ASV_RESULT = json.loads(next(HISTORY.glob("b543b026-*.json")).read_text())
+MACHINE = json.loads((HISTORY / "machine.json").read_text())
+
+
+@BOUNDED
+@given(changes=changes_of(GATE))
+def test_a_changed_gate_record_is_valid_or_refused_by_name(changes):
+    only_record_errors(records.check_gate, changed(GATE, changes), "gate.json")
+
+
+@FEW
+@given(changes=changes_of(AA))
+def test_a_changed_aa_record_is_valid_or_refused_by_name(changes):
+    only_record_errors(records.check_gate, changed(AA, changes), "aa.json")
+
+
+@BOUNDED
+@given(changes=changes_of(REGRESSION))
+def test_a_changed_regression_record_is_valid_or_refused_by_name(changes):
+    only_record_errors(records.check_regression, changed(REGRESSION, changes), "regression.json")
+
+
+@BOUNDED
+@given(changes=changes_of(ASV_RESULT))
+def test_a_changed_asv_result_is_valid_or_refused_by_name(changes):
+    only_record_errors(records.check_asv_result, changed(ASV_RESULT, changes), "b543b026-existing-py3.12.json")
+
+
+@BOUNDED
+@given(changes=changes_of(MACHINE))
+def test_a_changed_machine_json_is_valid_or_refused_by_name(changes):
+    only_record_errors(records.check_machine, changed(MACHINE, changes), "machine.json")
+
+
+@BOUNDED
+@given(changes=changes_of(GATE))
+def test_the_gate_on_a_changed_record_decides_or_refuses_in_one_line(workdir, changes):
+    """As the record replayed, and as the base of an unchanged one."""
+    path = written(workdir, "gate.json", changed(GATE, changes))
+    base = written(workdir, "base.json", GATE)
+    for argv in (["--replay", path], ["--replay", base, "--baseline", path, "--threshold", "1.0"]):
+        code, out, err = run(gate.main, [*argv, "--json", "verdict.json", "--summary", "summary.md"])
+        assert code in GATE_EXITS and "Traceback" not in out + err, (code, out, err)
+        if code == 2:
+            assert len(err.splitlines()) == 1 and err.startswith("python -m harness.gate: error: "), err
+
+
+@FEW
+@given(changes=changes_of(AA))
+def test_the_gate_on_a_changed_aa_record_reports_or_refuses_in_one_line(workdir, changes):
+    code, out, err = run(gate.main, ["--replay", written(workdir, "aa.json", changed(AA, changes))])
+    assert code in {0, 2, 4} and "Traceback" not in out + err, (code, out, err)
+    if code == 2:
+        assert len(err.splitlines()) == 1, err
+
+
+@BOUNDED
+@given(changes=changes_of(REGRESSION))
+def test_the_regression_check_on_a_changed_record_decides_or_refuses_in_one_line(workdir, changes):
+    path = written(workdir, "regression.json", changed(REGRESSION, changes))
+    code, out, err = run(regression.main, ["--replay", path, "--summary", "summary.md"])
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (code, out, err)
+    if code == 2:
+        assert out.endswith("; no verdict (exit 2)\n") and len(out.splitlines()) == 1, out
+
+
+# --- Arguments -------------------------------------------------------------------------------------------
+
+# Any text an argument can hold, a lone surrogate among it (a file name that is no UTF-8), but no "/":
+# a path stays in the working directory, so nothing outside it is read (/dev/zero) or written.
+TEXT = st.text(st.characters(exclude_characters="/\x00", exclude_categories=()), max_size=10)
+ARGUMENT = TEXT | st.sampled_from(
+    ["", ".", "-", "--", "nan", "inf", "-1", "0", "1e400", "1.15x", "@", "gate.json", "no-such-folder/out.json"]
+)
+
+
+def arguments(options: list[str], flags: list[str], positional: int = 0):
+    """argv of up to four options, each with arbitrary text, flags among them, and up to
+    ``positional`` arbitrary words."""
+    option = st.tuples(st.sampled_from(options), ARGUMENT).map(list)
+    flag = st.sampled_from(flags).map(lambda f: [f])
+    words = st.lists(ARGUMENT, max_size=positional).map(list)
+    picks = st.lists(option | flag, max_size=4)
+    return st.tuples(words, picks).map(lambda both: both[0] + [word for pick in both[1] for word in pick])
+
+
+GATE_OPTIONS = [
+    "--threshold",
+    "--rounds",
+    "--max-rounds",
+    "--max-drop",
+    "--json",
+    "--summary",
+    "--replay",
+    "--baseline",
+    "--kernel",
+]
+GATE_FLAGS = ["--no-classic", "--aa", "--measure-only"]
+
+
+@contextlib.contextmanager
+def path_and_environment_kept():
+    """gate --kernel puts a staged kernel first on sys.path and PYTHONPATH: both back as they were."""
+    path, python_path = list(sys.path), os.environ.get("PYTHONPATH")
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        if python_path is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = python_path
+
+
+@BOUNDED
+@given(argv=arguments(GATE_OPTIONS, GATE_FLAGS))
+@example(argv=["--replay", "gate.json", "--threshold", "nan"])
+@example(argv=["--replay", "gate.json", "--json", "."])
+@example(argv=["--replay", "gate.json", "--summary", "no-such-folder/out.json"])
+@example(argv=["--no-classic", "--json", ""])
+def test_the_gate_given_any_arguments_answers_with_an_exit_code(workdir, argv):
+    written(workdir, "gate.json", GATE)
+    with path_and_environment_kept():
+        code, out, err = run(gate.main, argv)
+    assert code in GATE_EXITS and "Traceback" not in out + err, (argv, code, out, err)
+
+
+REGRESSION_OPTIONS = [
+    "--replay",
+    "--record",
+    "--summary",
+    "--min-change",
+    "--min-group-change",
+    "--rounds",
+    "--more-rounds",
+    "--shapes",
+    "--dtypes",
+    "--device",
+]
+
+
+@pytest.fixture
+def nothing_measured(monkeypatch):
+    """Two refs that resolve ("@ @") would start minutes of measuring: the measurement says why not."""
+
+    def measure(*args, **kwargs):
+        raise paired_rounds.MeasureError("not measured in this test", 2)
+
+    monkeypatch.setattr(paired_rounds, "measure", measure)
+
+
+@BOUNDED
+@given(argv=arguments(REGRESSION_OPTIONS, ["--measure-only"], positional=2))
+@example(argv=["--replay", "regression.json", "--summary", "."])
+@example(argv=["--replay", "regression.json", "--summary", "no-such-folder/out.json"])
+@example(argv=["@", "@", "--record", "no-such-folder/out.json"])
+def test_the_regression_check_given_any_arguments_answers_with_an_exit_code(workdir, nothing_measured, argv):
+    written(workdir, "regression.json", REGRESSION)
+    code, out, err = run(regression.main, argv)
+    assert code in REGRESSION_EXITS and "Traceback" not in out + err, (argv, code, out, err)
+
+
+@pytest.fixture
+def an_index_with_nothing(monkeypatch):
+    """pins asks no index here: every project lists no files (so every pin is a problem: exit 1)."""
+
+    def list_from_indexes(urls, timeout=20):
+        def list_files(project):
+            return []
+
+        list_files.unreachable = set()
+        return list_files
+
+    monkeypatch.setattr(pins, "list_from_indexes", list_from_indexes)
+
+
+@FEW
+@given(argv=st.lists(ARGUMENT, max_size=3))
+def test_pins_given_any_arguments_answers_with_an_exit_code(an_index_with_nothing, argv):
+    code, out, err = run(pins.main, argv)
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
+
+
+REQUIREMENT_LINE = st.sampled_from(
+    ["torch==2.13.0", "-c other.txt", "--hash=sha256:00", "\\", "# note", "x==1; python_version < '3.12'", "-i"]
+) | st.text(max_size=30)
+
+
+@FEW
+@given(lines=st.lists(REQUIREMENT_LINE, max_size=5))
+def test_pins_reads_any_requirements_file_or_names_its_line(workdir, lines):
+    path = workdir / "any.txt"
+    path.write_text("\n".join(lines).replace("\udcff", "?"))
+    try:
+        pinned = pins.pins([path])
+        pins.file_indexes(path, {})
+        pins.missing_wheels(["3.12"], pinned, lambda project: [])
+    except pins.BadInput as error:
+        assert str(error).startswith("any.txt") and "\n" not in str(error)
+
+
+CI_WORKFLOW = {
+    "jobs": {
+        "lint": {"steps": [{"uses": "actions/setup-python@abc", "with": {"python-version": "3.12"}}]},
+        "tests": {
+            "strategy": {"matrix": {"python": ["3.11", "3.12"], "include": [{"python": "3.13"}]}},
+            "steps": [{"uses": "actions/setup-python@abc", "with": {"python-version": "${{ matrix.python }}"}}],
+        },
+    }
+}
+
+
+@BOUNDED
+@given(changes=changes_of(CI_WORKFLOW))
+def test_pins_reads_any_workflow_or_names_the_place(workdir, changes):
+    path = workdir / "ci.yml"
+    path.write_text(json.dumps(changed(CI_WORKFLOW, changes)))  # JSON is YAML
+    try:
+        for python in pins.ci_pythons(path):
+            pins.target_tags(python)
+    except pins.BadInput as error:
+        assert str(error).startswith("ci.yml: ") and "\n" not in str(error)
+
+
+@pytest.fixture(scope="module")
+def github():
+    fake = FakeGitHub("nf4kernel/nf4kernel", permissions={"maintainer": "write"})
+    fake.pulls["8"] = Pull(head="a" * 40, base="b" * 40, head_repo="someone/nf4kernel")
+    with Serving(fake) as url:
+        yield url
+
+
+APPROVAL_ARGUMENTS = st.one_of(
+    st.lists(ARGUMENT, max_size=3),
+    st.tuples(
+        st.sampled_from(["report"]),
+        st.lists(st.tuples(st.sampled_from(["--sha", "--tests", "--gate", "--regression"]), ARGUMENT), max_size=4),
+    ).map(lambda both: [both[0], *[word for pair in both[1] for word in pair]]),
+    st.tuples(ARGUMENT, ARGUMENT, ARGUMENT).map(
+        lambda words: ["report", "--sha", "a" * 40, "--tests", words[0], "--gate", words[1], "--regression", words[2]]
+    ),
+)
+
+
+@FEW
+@given(argv=APPROVAL_ARGUMENTS)
+def test_approval_given_any_arguments_answers_with_an_exit_code(github, workdir, monkeypatch, argv):
+    event = workdir / "event.json"
+    event.write_text(json.dumps({"action": "created", "issue": {"number": 8, "pull_request": {}}}))
+    for name, value in {
+        "GITHUB_API_URL": github,
+        "GITHUB_REPOSITORY": "nf4kernel/nf4kernel",
+        "GITHUB_EVENT_NAME": "issue_comment",
+        "GITHUB_EVENT_PATH": str(event),
+        "GITHUB_OUTPUT": str(workdir / "output"),
+        "GITHUB_STEP_SUMMARY": str(workdir / "summary"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    code, out, err = run(approval.main, argv)
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
+
+
+class Answering(approval.GitHub):
+    """A GitHub whose every answer is ``answer``: any JSON at all."""
+
+    def __init__(self, answer):
+        super().__init__("http://127.0.0.1:9", "token", "nf4kernel/nf4kernel")
+        self.answer = answer
+
+    def call(self, method, path, body=None):
+        return self.answer
+
+
+EVENT = {
+    "action": "created",
+    "issue": {"number": 8, "pull_request": {"url": "…"}},
+    "comment": {"body": f"/gpu-approve {'a' * 40}", "user": {"login": "maintainer"}},
+    "repository": {"full_name": "nf4kernel/nf4kernel", "default_branch": "main"},
+}
+PULL = {"state": "open", "permission": "write", "base": {"ref": "main", "sha": "b" * 40}, "head": {"sha": "a" * 40}}
+
+
+@BOUNDED
+@given(
+    event_changes=changes_of(EVENT, 2),
+    answer_changes=changes_of(PULL, 2),
+    name=st.sampled_from(["issue_comment", "push"]),
+)
+def test_approval_on_any_event_and_any_answer_approves_or_refuses(event_changes, answer_changes, name):
+    event, answer = changed(EVENT, event_changes), changed(PULL, answer_changes)
+    try:
+        decided = approval.approve(name, event, "c" * 40, "refs/heads/main", Answering(answer))
+    except approval.Refused:
+        return
+    assert approval.FULL_HASH.fullmatch(decided.candidate) and approval.FULL_HASH.fullmatch(decided.trusted)
