@@ -472,6 +472,8 @@ def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
 
 
 def run(args) -> int:
+    """Read or measure, decide, report: the exit code. ValueError (RecordError among them) for input
+    that gives no verdict."""
     with contextlib.ExitStack() as stack:
         bases = read_baselines(args.baseline or [])
         base = decision.pool(bases) if bases else None
