@@ -299,13 +299,24 @@ def path_and_environment_kept():
             os.environ["PYTHONPATH"] = python_path
 
 
+@pytest.fixture
+def no_gpu_to_measure(monkeypatch):
+    """On a GPU machine arguments that measure (``--measure-only``, say) would time for minutes each
+    example: here the gate sees no GPU, and answers as it does where there is none."""
+
+    def environment(with_unsloth=True):
+        return {"cuda": False, "torch": None, "cuda_error": "no CUDA GPU in this test", "versions": {}}
+
+    monkeypatch.setattr(gate, "environment", environment)
+
+
 @BOUNDED
 @given(argv=arguments(GATE_OPTIONS, GATE_FLAGS))
 @example(argv=["--replay", "gate.json", "--threshold", "nan"])
 @example(argv=["--replay", "gate.json", "--json", "."])
 @example(argv=["--replay", "gate.json", "--summary", "no-such-folder/out.json"])
 @example(argv=["--no-classic", "--json", ""])
-def test_the_gate_given_any_arguments_answers_with_an_exit_code(workdir, argv):
+def test_the_gate_given_any_arguments_answers_with_an_exit_code(no_gpu_to_measure, workdir, argv):
     written(workdir, "gate.json", GATE)
     with path_and_environment_kept():
         code, out, err = run(gate.main, argv)
