@@ -74,7 +74,10 @@ def _publishing_with(asvs_run):
         if seeded:
             print(f"site: {seeded} files of the committed GPU history copied into {results_dir}", flush=True)
         with tempfile.TemporaryDirectory(prefix="asv-publish-") as tmp:
-            left_out = site.gpu_results(Path(results_dir), Path(tmp) / "results")
+            try:  # a truncated or foreign machine.json: one line naming it, before asv runs
+                left_out = site.gpu_results(Path(results_dir), Path(tmp) / "results")
+            except ValueError as error:
+                raise UserError(f"site: {error}") from None
             conf.results_dir = str(Path(tmp) / "results")
             try:
                 asvs_run(cls, conf, range_spec=range_spec, pull=pull)

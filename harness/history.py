@@ -19,11 +19,10 @@ Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't a
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from harness import result_merge
+from harness import records, result_merge
 from harness.asvrun import ROOT, load_config
 
 STORE = ROOT / "benchmarks" / "history"
@@ -54,7 +53,7 @@ def seed(results_dir: Path, store: Path = STORE) -> int:
 
 
 def is_gpu_machine(machine_dir: Path) -> bool:
-    info = json.loads((machine_dir / "machine.json").read_text())
+    info = records.read_machine(machine_dir / "machine.json")
     return info.get("gpu", "none") != "none"
 
 
@@ -87,7 +86,7 @@ def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
 def commits(machine_dir: Path) -> list[str]:
     """The commit hashes a machine's stored results are for."""
     return sorted(
-        json.loads(path.read_text())["commit_hash"]
+        records.read_asv_result(path)["commit_hash"]
         for path in machine_dir.glob("*.json")
         if path.name != "machine.json"
     )
@@ -104,8 +103,12 @@ def main(argv=None) -> int:
         sub.add_argument("--history", type=Path, default=STORE, help="the history's folder (benchmarks/history)")
     args = parser.parse_args(argv)
     if args.command == "list":
-        for machine_dir in sorted(p for p in args.history.iterdir() if p.is_dir()):
-            print(f"{machine_dir.name}: {len(commits(machine_dir))} commits")
+        try:  # a truncated or foreign result file is one line, naming it
+            for machine_dir in sorted(p for p in args.history.iterdir() if p.is_dir()):
+                print(f"{machine_dir.name}: {len(commits(machine_dir))} commits")
+        except (OSError, ValueError) as error:
+            print(f"history: {error}", file=sys.stderr)
+            return 1
         return 0
     results = ROOT / load_config(args.config)["results_dir"]
     try:

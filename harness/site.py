@@ -369,6 +369,12 @@ def text_as_text(html_dir: Path) -> list[str]:
     return sorted(changed)
 
 
+def _read_machine(path: Path) -> dict:
+    from harness import records
+
+    return records.read_machine(path)
+
+
 def gpu_results(results_dir: Path, into: Path) -> list[str]:
     """A copy of ``results_dir`` holding its GPU machines only; returns the machines left out. A CPU
     machine's figures are the interpreter's, no verdict on the kernel, and its description (no GPU,
@@ -379,7 +385,7 @@ def gpu_results(results_dir: Path, into: Path) -> list[str]:
         if path.is_file():
             shutil.copyfile(path, into / path.name)
         elif (path / "machine.json").is_file():
-            if json.loads((path / "machine.json").read_text()).get("gpu", "none") == "none":
+            if _read_machine(path / "machine.json").get("gpu", "none") == "none":
                 left_out.append(path.name)
             else:
                 shutil.copytree(path, into / path.name)

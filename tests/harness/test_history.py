@@ -87,7 +87,7 @@ def test_seed_copies_what_is_missing_and_what_differs_but_keeps_the_suites_list(
 def test_store_refuses_a_machine_without_a_gpu(tmp_path):
     cpu = tmp_path / "results" / "cpu-test"
     cpu.mkdir(parents=True)
-    (cpu / "machine.json").write_text(json.dumps({"machine": "cpu-test", "gpu": "none"}))
+    (cpu / "machine.json").write_text(json.dumps({"machine": "cpu-test", "gpu": "none", "version": 1}))
     with pytest.raises(ValueError, match="no GPU"):
         history.store(tmp_path / "results", "cpu-test", store_dir=tmp_path / "store")
     assert not (tmp_path / "store").exists()
