@@ -66,7 +66,7 @@ def main(argv=None) -> int:
         html = site.publish(args.config)
         log(
             f"the history site is in {html} ({time.perf_counter() - started:.0f} s in all); "
-            "view it with `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
+            "view it with `asv preview` or `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
         )
     return 0 if code == 0 and not found.failed and found.measured and stored else 1
 
