@@ -409,7 +409,6 @@ NOT_RUN_IN_CI = {
     "scripts/gpu-runner/configure-github.sh OWNER/nf4kernel": Why(
         GITHUB, "tests/harness/test_runner_setup.py runs it against a stand-in for gh"
     ),
-    "bash .ci/run": Why(HOST, "installs Debian's chromium with apt-get, then runs the README's commands and the suite"),
     # The suite itself, and jobs other tests, scripts or workflows run.
     "nox -s tests": Why(ELSEWHERE, f"{CI_YML}: the tests job, on Python 3.11, 3.12 and 3.13 (and {CI_RUN})"),
     "nox -s tests -- tests/harness": Why(ELSEWHERE, f"{CI_YML}: the tests job's harness step"),
