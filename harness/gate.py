@@ -359,20 +359,6 @@ def threshold_from_environment(parser: argparse.ArgumentParser) -> float:
         parser.error(f"{THRESHOLD_VARIABLE}: {error}")
 
 
-def check_output(parser: argparse.ArgumentParser, option: str, path: str | None) -> None:
-    """A file the gate writes at the end must have a folder to go in: refused before minutes of
-    measuring, not after."""
-    if path is None:
-        return
-    if "\0" in path:
-        parser.error(f"{option} {path!r}: a path holds no NUL character")
-    target = Path(path)
-    if target.is_dir():
-        parser.error(f"{option} {path!r} is a folder, not a file")
-    if not target.parent.is_dir():
-        parser.error(f"{option} {path}: there is no folder {target.parent} to write it in")
-
-
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad combination ends here (exit 2), before
     anything is measured."""
@@ -393,8 +379,8 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
     if args.replay and (args.kernel or args.measure_only):
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
-    check_output(parser, "--json", args.json)
-    check_output(parser, "--summary", args.summary)
+    records.check_output(parser, "--json", args.json)
+    records.check_output(parser, "--summary", args.summary)
     return args
 
 

@@ -215,6 +215,20 @@ def optional(record: dict, key: str, where: Where, check: Callable, **options) -
     return check(record[key], where.key(key), **options) if key in record else None
 
 
+def check_output(parser, option: str, path: str | None) -> None:
+    """A file a command writes after minutes of measuring needs a folder to go in: refused through
+    ``parser.error`` (one line, exit 2) before, not after."""
+    if path is None:
+        return
+    if "\0" in path:
+        parser.error(f"{option} {path!r}: a path holds no NUL character")
+    target = Path(path)
+    if target.is_dir():
+        parser.error(f"{option} {path!r} is a folder, not a file")
+    if not target.parent.is_dir():
+        parser.error(f"{option} {path}: there is no folder {target.parent} to write it in")
+
+
 def plain_streams() -> None:
     """stdout and stderr write what they can't encode as an escape: a path that is no UTF-8 (a lone
     surrogate in argv) would otherwise end a command's one line in UnicodeEncodeError, a traceback,

@@ -118,19 +118,6 @@ def no_verdict(why: str) -> int:
     return 2
 
 
-def check_output(parser: argparse.ArgumentParser, option: str, path: str | None) -> None:
-    """A file written after minutes of measuring needs a folder to go in: refused before, not after."""
-    if path is None:
-        return
-    if "\0" in path:
-        parser.error(f"{option} {path!r}: a path holds no NUL character")
-    target = Path(path)
-    if target.is_dir():
-        parser.error(f"{option} {path!r} is a folder, not a file")
-    if not target.parent.is_dir():
-        parser.error(f"{option} {path}: there is no folder {target.parent} to write it in")
-
-
 def command_line() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m harness.regression", description=__doc__.splitlines()[0])
     parser.add_argument("base", nargs="?", help="the reference: a commit, or a checkout's path (a PR's base)")
@@ -156,8 +143,8 @@ def command_line() -> argparse.ArgumentParser:
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad one ends here (exit 2), before anything runs."""
     args = parser.parse_args(argv)
-    check_output(parser, "--record", args.record)
-    check_output(parser, "--summary", args.summary)
+    records.check_output(parser, "--record", args.record)
+    records.check_output(parser, "--summary", args.summary)
     for name in ("min_change", "min_group_change"):
         value = getattr(args, name)
         if value is not None and not 0 < value < 1:

@@ -7,6 +7,8 @@ import json
 import random
 from pathlib import Path
 
+from harness import changepoints
+
 ENV = {"cuda": True, "device": "NVIDIA H100 80GB HBM3", "unsloth": "2026.10.9", "copy_bytes_per_s": 3.0e12}
 # Challenge A's three MLPs as the gate labels them, with each weight's bytes moved per call.
 SHAPES = [("2048x8192 float16", 4.2e7), ("1024x4096 bfloat16", 1.05e7), ("4096x14336 bfloat16", 1.47e8)]
@@ -93,23 +95,9 @@ def with_states(recorded: dict, throttled: dict | None = None) -> dict:
 # --- The committed H200 history as paired rounds (the regression check's rule) --------------------
 
 HISTORY = Path(__file__).resolve().parents[2] / "benchmarks" / "history" / "h200"
-# One kernel, twelve runs of it on one H200 in ten minutes: b543b026's full-suite run, then the
-# backfill's eleven commits (benchmarks/results/asv-h200/README.md: "those commits share one
-# kernel"). Later runs in the history measured other kernels (issue 10's tiles), or ran hours later.
-SAME_KERNEL = (
-    "b543b026",
-    "45c61302",
-    "c0dfe696",
-    "6929daed",
-    "aede6ee3",
-    "b602cc6f",
-    "02b671ae",
-    "133245c7",
-    "b7551f82",
-    "4c475ecc",
-    "25e4f9c9",
-    "5ecd6903",
-)
+# One kernel, twelve runs of it on one H200 in ten minutes (the change-point rule's noise draws from
+# the same runs): b543b026's full-suite run, then the backfill's eleven commits.
+SAME_KERNEL = changepoints.SAME_KERNEL_H200
 KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
 
 
