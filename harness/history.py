@@ -74,12 +74,8 @@ def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
         machines=[machine],
         suite="newest",
     )
-    for line in merged.decisions:
+    for line in merged.lines(lambda relative: label(Path(store_dir) / relative)):
         say(line)
-    for relative in merged.added:
-        say(f"added {label(Path(store_dir) / relative)}")
-    for relative in merged.changed:
-        say(f"changed {label(Path(store_dir) / relative)}")
     return sum(path.name != "machine.json" for path in (Path(store_dir) / machine).glob("*.json"))
 
 

@@ -55,6 +55,15 @@ class Merged:
     def written(self) -> int:
         return len(self.added) + len(self.changed)
 
+    def lines(self, name=str) -> list[str]:
+        """What to say of it, one line each: every choice made, then every file added and changed,
+        each file as ``name(relative path)`` names it."""
+        return [
+            *self.decisions,
+            *(f"added {name(relative)}" for relative in self.added),
+            *(f"changed {name(relative)}" for relative in self.changed),
+        ]
+
 
 @dataclass
 class _Side:

@@ -197,12 +197,8 @@ def store_once(source: Path, url: str, message: str) -> str | None:
 
 
 def report(merged: result_merge.Merged) -> None:
-    for line in merged.decisions:
+    for line in merged.lines():
         say(line)
-    for relative in merged.added:
-        say(f"added {relative}")
-    for relative in merged.changed:
-        say(f"changed {relative}")
 
 
 def commit_of(work: Path, base: str | None, message: str, merged: result_merge.Merged) -> str:
