@@ -24,7 +24,8 @@ Scenarios (each a PR judged by ``main``, except ``push``):
   the allowed drop, the regression's limits) and adds record-shaped files at its root. It still
   fails: the base's harness judges.
 * ``push``: a push to main. gpu-tests, the gate and history.yml run; the results branch
-  (``asv-results``) gains the commit's results.
+  (``asv-results``) gains the commit's results, and the change-point job judges main's history
+  from it (one commit: nothing called, no issue opened).
 
 What the run leaves in ``--out``: ``act.log`` (every line, timed), ``summary.md`` (each job's step
 summary), ``statuses.json`` (what was posted to the API), ``checkouts.tsv`` (each checkout: job,
@@ -219,6 +220,7 @@ class World:
             "GIT_CONFIG_GLOBAL": str(self.gitconfig),
             "REHEARSAL_ARTIFACTS": str(self.artifacts),
             "STANDIN_LOG": str(self.standin_log),
+            "STANDIN_PYTHON": sys.executable,  # setup-python's stand-in: the interpreter with the harness's tools
             **(env or {}),
         }
         with Serving(self.fake) as api_url:
@@ -365,9 +367,17 @@ SCENARIOS = {
         "failure",
     ),
     "push": Scenario(
-        "a push to main: gpu-tests, the gate and the history run; the results branch gains the commit",
+        "a push to main: gpu-tests, the gate and the history run; the results branch gains the commit; "
+        "main's history is judged for change points (nothing called: no issue)",
         None,
-        {"approve": "success", "gpu-tests": "success", "gate": "success", "benchmark": "success", "store": "success"},
+        {
+            "approve": "success",
+            "gpu-tests": "success",
+            "gate": "success",
+            "benchmark": "success",
+            "store": "success",
+            "changepoints": "success",
+        },
         None,
     ),
 }
@@ -410,6 +420,8 @@ def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[st
         stored = git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin, check=False)
         if f"{candidate[:8]}-" not in stored:
             problems.append(f"the asv-results branch holds no results for {candidate[:8]}")
+        if world.fake.issues:  # one commit's results: there is no earlier level to have left
+            problems.append(f"the change-point job opened an issue: {[i.title for i in world.fake.issues.values()]}")
     return problems
 
 

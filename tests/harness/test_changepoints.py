@@ -8,7 +8,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness import changepoints
-from harness.fake_github import FakeGitHub, Serving
+from harness.fake_github import FakeGitHub, Pull, Serving
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "benchmarks" / "history"
@@ -215,49 +214,11 @@ def test_power_finds_4pct_over_three_commits_on_the_steadiest_weight():
 # --- The issue, against a stand-in GitHub -----------------------------------------------------------------
 
 
-class IssuesFake(FakeGitHub):
-    """FakeGitHub plus the issue endpoints the check calls: list, create, edit, comment."""
-
-    def __init__(self, repository: str):
-        super().__init__(repository)
-        self.issues: dict[int, dict] = {}
-        self.comments: list[tuple[int, str]] = []
-
-    def answer(self, method: str, path: str, body: dict | None) -> tuple[int, dict]:
-        prefix = f"/repos/{self.repository}/"
-        rest = path[len(prefix) :] if path.startswith(prefix) else None
-        if rest == "issues" and method == "GET":
-            self.requests.append((method, path, body))
-            pull = {"number": 1, "title": TITLE, "body": "", "state": "open", "pull_request": {}}  # not an issue
-            return 200, [pull] + [i for i in self.issues.values() if i["state"] == "open"]
-        if rest == "issues" and method == "POST":
-            self.requests.append((method, path, body))
-            number = len(self.issues) + 2
-            self.issues[number] = {"number": number, "state": "open", **body}
-            return 201, self.issues[number]
-        if rest and (m := re.fullmatch(r"issues/(\d+)", rest)) and method == "PATCH":
-            self.requests.append((method, path, body))
-            self.issues[int(m.group(1))].update(body)
-            return 200, self.issues[int(m.group(1))]
-        if rest and (m := re.fullmatch(r"issues/(\d+)/comments", rest)) and method == "POST":
-            self.requests.append((method, path, body))
-            self.comments.append((int(m.group(1)), body["body"]))
-            return 201, {"id": len(self.comments)}
-        return super().answer(method, path, body)
-
-
-class IssuesServing(Serving):
-    """fake_github.Serving, answering PATCH too (an issue is edited and closed by PATCH)."""
-
-    def __init__(self, fake):
-        super().__init__(fake)
-        self.server.RequestHandlerClass.do_PATCH = lambda handler: handler._reply("PATCH")
-
-
 @pytest.fixture
 def github():
-    fake = IssuesFake(REPO)
-    with IssuesServing(fake) as url:
+    fake = FakeGitHub(REPO)
+    fake.pulls["1"] = Pull(head="1" * 40, base="2" * 40, head_repo=REPO, title=TITLE)  # a PR, not the issue
+    with Serving(fake) as url:
         yield fake, url
 
 
@@ -283,36 +244,36 @@ def test_the_issue_is_opened_updated_never_duplicated_and_closed_by_a_recovery(r
     first = run_check(results, 10, url)
     assert first.returncode == 0, first.stderr
     assert writes(fake) == [("POST", "issues")]
-    (issue,) = fake.issues.values()
-    number = issue["number"]
-    assert issue["title"] == TITLE and issue["state"] == "open"
-    assert f"**First bad commit's range:** {ORDER[at - 1][:12]}...{ORDER[at + 2][:12]}" in issue["body"]
-    assert ", ".join(c[:12] for c in ORDER[at : at + 3]) in issue["body"]
+    ((number, issue),) = fake.issues.items()
+    assert number == 2  # after the pull request's number, which the listing's first entry was
+    assert issue.title == TITLE and issue.state == "open"
+    assert f"**First bad commit's range:** {ORDER[at - 1][:12]}...{ORDER[at + 2][:12]}" in issue.body
+    assert ", ".join(c[:12] for c in ORDER[at : at + 3]) in issue.body
     for name in (KERNEL_TIME, TIME_OVER_COPY):
         for combo in LARGE:
-            assert f"| `{name}({', '.join(combo)})` |" in issue["body"]
-    assert issue["body"].count("| `gpu.") == 4  # nothing unplanted
+            assert f"| `{name}({', '.join(combo)})` |" in issue.body
+    assert issue.body.count("| `gpu.") == 4  # nothing unplanted
     assert f"opened #{number}" in first.stdout
 
     fake.requests.clear()
     second = run_check(results, 11, url)  # the next store: the same issue, edited, no comment
     assert second.returncode == 0, second.stderr
     assert writes(fake) == [("PATCH", f"issues/{number}")]
-    assert len(fake.issues) == 1 and f"as of {ORDER[11][:12]}" in fake.issues[number]["body"]
+    assert len(fake.issues) == 1 and f"as of {ORDER[11][:12]}" in fake.issues[number].body
 
     fake.requests.clear()
     again = run_check(results, 11, url)  # the same store again: nothing to change
     assert again.returncode == 0 and writes(fake) == [] and "already says this" in again.stdout
 
-    fake.issues[number]["body"] = fake.issues[number]["body"].replace("called=", "called=0")
+    fake.issues[number].body = fake.issues[number].body.replace("called=", "called=0")
     changed = run_check(results, 12, url)  # what is called changed: edited, and a comment says so
     assert writes(fake)[-2:] == [("PATCH", f"issues/{number}"), ("POST", f"issues/{number}/comments")]
     assert changed.returncode == 0 and "with a comment" in changed.stdout and len(fake.issues) == 1
 
     closed = run_check(results, 13, url)  # the recovery, reached at two stores in a row
     assert closed.returncode == 0, closed.stderr
-    assert fake.issues[number]["state"] == "closed" and len(fake.issues) == 1
-    assert "closing" in fake.comments[-1][1] and f"closed #{number}" in closed.stdout
+    assert fake.issues[number].state == "closed" and len(fake.issues) == 1
+    assert "closing" in fake.issues[number].comments[-1] and f"closed #{number}" in closed.stdout
 
     fake.requests.clear()
     quiet = run_check(results, 14, url)  # nothing called, nothing open: nothing written
@@ -339,7 +300,7 @@ def test_a_dry_run_prints_what_it_would_do_and_contacts_nobody(results, github):
 def test_github_refusing_is_exit_1_in_one_line(results):
     at = index("b7551f82")
     plant(results, {KERNEL_TIME: set(LARGE)}, ramp(at))
-    with Serving(FakeGitHub(REPO)) as url:  # knows no issue endpoint: 404
+    with Serving(FakeGitHub("someone/else")) as url:  # another repository: every answer 404
         done = run_check(results, 10, url)
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "GitHub answered 404" in done.stderr

@@ -135,6 +135,20 @@ DOCUMENTED = [
         "| plant | runs failed |",
         "python {root}/scripts/rule_on_recorded_runs.py --pairings 2 --per-shape-pairings 1",
     ),
+    # The committed history, judged as the workflow judges the branch's, GitHub left alone.
+    Documented(
+        "python -m harness.changepoints check --results benchmarks/history --dry-run",
+        0,
+        "h200: 72 series judged",
+        "python -m harness.changepoints check --results {root}/benchmarks/history --dry-run",
+    ),
+    # 20 null histories and no power search instead of 300 and every series: the same code, in seconds.
+    Documented(
+        "python -m harness.changepoints power",
+        0,
+        "null histories of 16 commits called something",
+        "python -m harness.changepoints power --draws 20 --only '^$'",
+    ),
     # SCENARIO: noop (the nox -s rehearse entries below run all four).
     Documented("python -m harness.rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m harness.rehearse noop"),
     Documented("nox -s gate", 4, GATE_NO_GPU),

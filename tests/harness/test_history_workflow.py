@@ -23,7 +23,6 @@ from harness import act, rehearse
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)
 
-A, B, C = rf.fake_commit(0xA), rf.fake_commit(0xB), rf.fake_commit(0xC)
 NF4 = rf.NF4KERNEL_ONLY
 BRANCH = "refs/heads/asv-results"
 
@@ -31,6 +30,13 @@ BRANCH = "refs/heads/asv-results"
 @pytest.fixture
 def world(tmp_path):
     return rehearse.World(tmp_path, working_tree=True)
+
+
+@pytest.fixture
+def abc(world) -> tuple[str, str, str]:
+    """Three commits on top of main, main now the last: the commits the stores' results are of (the
+    change-point job after each store judges main's first-parent history)."""
+    return on_main(world, "a", "b", "c")
 
 
 def log(result: rehearse.Run) -> str:
@@ -75,6 +81,19 @@ def only_job(world: rehearse.World, job_id: str, event: str, payload: dict) -> r
     (folder / "history.yml").write_text(yaml.safe_dump(alone, sort_keys=False))
     here = str(Path(sys.executable).parent)
     return world.run(event, payload, folder, timeout=300, env={"PATH": f"{here}{os.pathsep}{os.environ['PATH']}"})
+
+
+def on_main(world: rehearse.World, *messages: str) -> list[str]:
+    """Commits of main's tree on top of main, one per message, pushed; main is the last."""
+    tree = git("rev-parse", f"{world.main}^{{tree}}", cwd=world.origin)
+    chain = [world.main]
+    for message in messages:
+        chain.append(git("commit-tree", tree, "-p", chain[-1], "-m", message, cwd=world.origin))
+    git("update-ref", "refs/heads/main", chain[-1], cwd=world.origin)
+    git("fetch", "-q", str(world.origin), "main", cwd=world.work)
+    git("checkout", "-q", "-B", "main", "FETCH_HEAD", cwd=world.work)
+    world.main = chain[-1]
+    return chain[1:]
 
 
 # --- The branch, read and written with plain git (what the test knows without the code under test) ----
@@ -130,10 +149,11 @@ def result_file(commit: str) -> str:
 # --- The tests ------------------------------------------------------------------------------------------
 
 
-def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world):
+def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world, abc):
     """The hole: `git fetch origin asv-results` failing (unreachable, auth, a blip) left the step green
     with no earlier results, and the store then force-pushed this run's alone: a branch holding a
     and b held only c."""
+    A, B, C = abc
     earlier = rf.write_store(world.scratch / "earlier", {c: rf.result(c, dict.fromkeys(NF4, rf.T0)) for c in (A, B)})
     before = put_on_branch(world, earlier, "a and b")
     unreachable = world.scratch / "unreachable.gitconfig"  # GitHub, as far as the rest of the job can tell
@@ -142,25 +162,31 @@ def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world):
     this_run = rf.write_store(world.scratch / "run", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
     result = push(world, this_run, env_step=cut_off)
     assert result.results.get("benchmark") == "failure", log(result)[-3000:]
-    assert "store" not in result.results and "deploy" not in result.results
+    assert not {"store", "deploy", "changepoints"} & set(result.results)
     assert "results-branch: could not read" in log(result)
     assert tip(world) == before and {result_file(A), result_file(B)} <= on_branch(world)
 
 
-def test_the_first_run_creates_the_branch(world):
+def test_the_first_run_creates_the_branch(world, abc):
+    A = abc[0]
     assert git("ls-remote", str(world.origin), BRANCH, cwd=world.scratch) == ""
     this_run = rf.write_store(world.scratch / "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))})
     result = push(world, this_run)
-    assert result.results == dict.fromkeys(("benchmark", "store", "deploy"), "success"), log(result)[-3000:]
+    assert result.results == dict.fromkeys(("benchmark", "store", "deploy", "changepoints"), "success"), log(result)[
+        -3000:
+    ]
+    assert f"h200: 36 series judged up to {A[:12]}: no regression" in log(result)  # its 3 benchmarks' figures
+    assert "h200: no regression, no open issue" in log(result)
     assert "has no asv-results branch yet" in log(result)
     assert {result_file(A), "h200/machine.json", "benchmarks.json"} <= on_branch(world)
     assert len(git("rev-list", BRANCH, cwd=world.origin).split()) == 1
 
 
-def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(world):
+def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(world, abc):
     """The hole: run 2 stored c; run 1's store, run again, force-pushed run 1's results: c was gone
     and the branch's history with it. Here run 1's store failed the first time (a refused push), run 2
     stored c and re-measured one benchmark of b on a new driver, then run 1's store is run again."""
+    A, B, C = abc
     put_on_branch(world, rf.write_store(world.scratch / "a", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), "a")
     refuse = world.origin / "hooks" / "pre-receive"
     refuse.write_text("#!/bin/sh\necho 'refused for this test' >&2\nexit 1\n")
@@ -168,6 +194,7 @@ def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(
     run1 = rf.write_store(world.scratch / "run1", {B: rf.result(B, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
     first = push(world, run1)
     assert first.results.get("store") == "failure", log(first)[-3000:]
+    assert "changepoints" not in first.results  # nothing new stored: nothing to judge
     refuse.unlink()
     kept_artifact = world.scratch / "run1-artifact"
     shutil.copytree(world.artifacts / "asv-results", kept_artifact)
@@ -212,7 +239,8 @@ RACING=1 git -C "{racer}" push -q origin HEAD:refs/heads/asv-results
 """
 
 
-def test_two_stores_racing_both_land(world):
+def test_two_stores_racing_both_land(world, abc):
+    A, B, C = abc
     put_on_branch(world, rf.write_store(world.scratch / "a", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), "a")
     other = rf.write_store(world.scratch / "other", {B: rf.result(B, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
     marker = world.scratch / "raced"
@@ -233,13 +261,7 @@ def test_two_stores_racing_both_land(world):
 def test_the_nightly_job_measures_the_newest_commits_with_no_result_at_most_its_limit(world):
     """main: r c1 c2 c3 c4 c5, with results for r and c2 (a merge burst's runs cancelled c1, c3, c4,
     c5). The scheduled run measures c5, c4 and c3 (its limit) and stores them; c1 is left to the next."""
-    tree = git("rev-parse", f"{world.main}^{{tree}}", cwd=world.origin)
-    chain = [git("commit-tree", tree, "-m", "r", cwd=world.origin)]
-    for n in range(1, 6):
-        chain.append(git("commit-tree", tree, "-p", chain[-1], "-m", f"c{n}", cwd=world.origin))
-    git("update-ref", "refs/heads/main", chain[-1], cwd=world.origin)
-    git("fetch", "-q", str(world.origin), "main", cwd=world.work)
-    git("checkout", "-q", "-B", "main", "FETCH_HEAD", cwd=world.work)
+    chain = on_main(world, "r", "c1", "c2", "c3", "c4", "c5")
     r, c1, c2, c3, c4, c5 = chain
     done = {sha: rf.result(sha, dict.fromkeys(NF4, rf.T0)) for sha in (r, c2)}
     put_on_branch(world, rf.write_store(world.scratch / "done", done), "r and c2")
@@ -264,7 +286,37 @@ def test_the_nightly_job_measures_the_newest_commits_with_no_result_at_most_its_
     }
     payload = {"schedule": "17 3 * * *", "repository": {"full_name": rehearse.REPOSITORY, "default_branch": "main"}}
     result = run_workflows(world, "schedule", payload, ("history.yml",), replaced)
-    assert result.results == {"backfill": "success", "store-backfilled": "success"}, log(result)[-3000:]
+    expected = {"backfill": "success", "store-backfilled": "success", "changepoints": "success"}
+    assert result.results == expected, log(result)[-3000:]
     assert listed.read_text().split() == [c5, c4, c3]
     stored = on_branch(world)
     assert {result_file(sha) for sha in (r, c2, c3, c4, c5)} <= stored and result_file(c1) not in stored
+
+
+def test_after_each_store_a_slowdown_on_main_opens_one_issue_and_a_recovery_closes_it(world):
+    """history.yml's change-point job, against the stand-in GitHub: main's first-parent history with
+    an 8% step at its sixth commit opens the issue naming the step's commit; two commits back at the
+    earlier level (a verdict counts once two stores in a row reach it) close it."""
+    chain = on_main(world, *(f"m{i}" for i in range(10)))
+    scale = [1.0] * 5 + [1.08] * 5
+    stored = {
+        sha: rf.result(sha, dict.fromkeys(NF4, rf.T0 + i), scale=s)
+        for i, (sha, s) in enumerate(zip(chain, scale, strict=True))
+    }
+    put_on_branch(world, rf.write_store(world.scratch / "m0-m8", {sha: stored[sha] for sha in chain[:-1]}), "m0-m8")
+    slow = push(world, rf.write_store(world.scratch / "m9", {chain[-1]: stored[chain[-1]]}))
+    assert slow.results.get("changepoints") == "success", log(slow)[-3000:]
+    ((number, issue),) = world.fake.issues.items()
+    assert issue.title == "Performance regression on main (h200)" and issue.state == "open"
+    assert f"**First bad commit's range:** {chain[4][:12]}...{chain[5][:12]}" in issue.body
+    assert f"`{rf.KERNEL_TIME}(28672x8192, bfloat16)` |" in issue.body and "| +8.0% |" in issue.body
+    assert f"h200: opened #{number}" in log(slow)
+
+    back = on_main(world, "m10", "m11", "m12")
+    earlier = {sha: rf.result(sha, dict.fromkeys(NF4, rf.T0 + 10 + i)) for i, sha in enumerate(back)}
+    put_on_branch(world, rf.write_store(world.scratch / "m10-m11", {sha: earlier[sha] for sha in back[:2]}), "m10-m11")
+    recovered = push(world, rf.write_store(world.scratch / "m12", {back[-1]: earlier[back[-1]]}))
+    assert recovered.results.get("changepoints") == "success", log(recovered)[-3000:]
+    assert world.fake.issues[number].state == "closed" and len(world.fake.issues) == 1
+    assert "closing" in world.fake.issues[number].comments[-1]
+    assert f"h200: closed #{number}" in log(recovered)

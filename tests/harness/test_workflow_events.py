@@ -193,7 +193,13 @@ def test_a_push_to_main_runs_the_gpu_jobs_and_the_history(tmp_path, main_sha):
     expected = {("gpu.yml", "gpu-tests"): base, ("gpu.yml", "gate"): base, ("history.yml", "benchmark"): base}
     assert on_gpu(ran) == expected
     assert hosted(ran) == sorted(
-        [*CI_JOBS, ("gpu.yml", "approve", ""), ("history.yml", "deploy", ""), ("history.yml", "store", "")]
+        [
+            *CI_JOBS,
+            ("gpu.yml", "approve", ""),
+            ("history.yml", "changepoints", ""),
+            ("history.yml", "deploy", ""),
+            ("history.yml", "store", ""),
+        ]
     )
 
 

@@ -87,14 +87,15 @@ def checkouts(job) -> list[dict]:
 
 
 def test_a_job_that_may_write_runs_only_its_workflows_own_commit():
-    """The jobs that can write (gpu.yml's commit status, history.yml's results branch) are hosted and
+    """The jobs that can write (gpu.yml's commit status, history.yml's results branch and regression
+    issue) are hosted and
     check out nothing but the commit the workflow itself comes from (the default branch's)."""
     for workflow, name, job, _ in jobs():
         writes = {scope for scope, access in (job.get("permissions") or {}).items() if access == "write"}
         if writes - {"pages", "id-token"}:
             assert not is_gpu(job), f"{workflow}:{name}"
             assert all(step["with"]["ref"] == "${{ github.sha }}" for step in checkouts(job)), f"{workflow}:{name}"
-            assert writes <= {"statuses", "contents"}, f"{workflow}:{name} writes {writes}"
+            assert writes <= {"statuses", "contents", "issues"}, f"{workflow}:{name} writes {writes}"
 
 
 def test_no_expression_is_expanded_inside_a_shell_script():
@@ -264,6 +265,10 @@ def test_history_measures_read_only_and_a_hosted_job_pushes_the_results():
             "python3 -m harness.results_branch store"
         ]
         assert all("--force" not in script and "push" not in script for script in runs(history[stores]))
+    judge = history["changepoints"]
+    assert judge["permissions"] == {"contents": "read", "issues": "write"} and not is_gpu(judge)
+    assert judge["needs"] == ["store", "store-backfilled"]
+    assert [step["with"]["ref"] for step in checkouts(judge)] == ["${{ github.sha }}"]
 
 
 def test_every_checkout_keeps_no_credentials():
