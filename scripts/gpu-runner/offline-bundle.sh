@@ -50,10 +50,12 @@ unsloth_imports=(
   "trl<=1.15.0" "datasets<5" tyro hf_transfer diffusers torchao cut_cross_entropy msgspec
   dill multiprocess docstring_parser typeguard shtab
 )
-# What nox and asv import beyond the image, unpinned as their own metadata leaves them.
+# What nox and asv import beyond the image, unpinned as their own metadata leaves them; and what
+# asv's metadata asks for beyond that (build, tabulate), so that `pip install -r requirements/harness.txt`
+# (history.yml's change-point job, rehearsed here offline) finds everything installed.
 tool_imports=(
   json5 virtualenv distlib platformdirs python-discovery argcomplete colorlog dependency-groups pympler
-  "importlib-metadata<9"
+  "importlib-metadata<9" zipp build pyproject_hooks tabulate
 )
 # The property-based tests' library and what it imports (the GPU job runs the whole suite).
 test_imports=("$hypothesis" sortedcontainers)
