@@ -111,13 +111,18 @@ def check_correctness(mlps, impls) -> list[dict]:
     return checks
 
 
-def use_kernel(source: str | None, stack: contextlib.ExitStack) -> dict:
+def use_kernel(source: str | None, stack: contextlib.ExitStack, staged: list[str] | None = None) -> dict:
     """Puts the kernel under test first on this process's path (and on its children's): ``source``'s
-    nf4kernel alone, staged for the length of ``stack``; with no source, the one this Python finds
-    (this checkout's). What the record says about it."""
-    if source is None:
+    nf4kernel alone, staged for the length of ``stack`` (or, with ``staged``, the folder and commit a
+    sandboxing parent staged); with no source, the one this Python finds (this checkout's). What the
+    record says about it."""
+    if staged:
+        kernel = kernel_source.Staged(staged[1], Path(staged[0]))
+        source = "staged by the sandboxing parent"
+    elif source is None:
         return {"source": "the nf4kernel this Python imports"}
-    kernel = stack.enter_context(kernel_source.staged(source))
+    else:
+        kernel = stack.enter_context(kernel_source.staged(source))
     sys.path.insert(0, str(kernel.path))
     inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     os.environ["PYTHONPATH"] = os.pathsep.join([str(kernel.path), str(kernel_source.ROOT), *inherited])
@@ -328,6 +333,13 @@ def command_line() -> argparse.ArgumentParser:
         help="measure this commit's or checkout's nf4kernel/ alone, with this harness (default: the one imported)",
     )
     parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="with --kernel: measure in this process, not in bubblewrap's sandbox (a machine without it; the "
+        "workflows never pass it)",
+    )
+    parser.add_argument("--staged", nargs=2, metavar=("DIR", "COMMIT"), help=argparse.SUPPRESS)
+    parser.add_argument(
         "--measure-only",
         action="store_true",
         help="record, and exit on the measurement alone (0 measured, 3, 4, 5); decide later with --replay",
@@ -379,7 +391,12 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
     if args.replay and (args.kernel or args.measure_only):
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
-    records.check_output(parser, "--json", args.json)
+    if args.staged and not (args.measure_only and args.json == "-" and not args.kernel):
+        parser.error("--staged is the sandboxed measurement's own: with --measure-only --json - and no --kernel")
+    if args.json == "-" and not args.staged:
+        parser.error("--json - is the sandboxed measurement's pipe; give a file")
+    if args.json != "-":
+        records.check_output(parser, "--json", args.json)
     records.check_output(parser, "--summary", args.summary)
     return args
 
@@ -413,8 +430,13 @@ def check_against_bases(record: dict, bases: list[dict], args) -> None:
 
 def write(args, record: dict, text: str, summary: str) -> None:
     """The text on stdout, the record to --json, the summary to --summary; ValueError naming the
-    option and the file where one can't be written."""
+    option and the file where one can't be written. ``--json -``: the record alone on the stream
+    that was stdout (a sandboxed measurement's pipe to its parent; everything else went to stderr)."""
     print(text, flush=True)
+    if args.json == "-":
+        RECORD_STREAM.write(json.dumps(record) + "\n")
+        RECORD_STREAM.flush()
+        args = argparse.Namespace(**{**vars(args), "json": None})
     for option, path, mode, content in (
         ("--json", args.json, "w", lambda: json.dumps(record, indent=1)),
         ("--summary", args.summary, "a", lambda: summary),
@@ -442,10 +464,17 @@ def report_aa(args, record: dict) -> int:
     return decision.EXIT_PASS
 
 
+RECORD_STREAM = sys.stdout  # where --json - writes: stdout as it was before main moved it
+
+
 def main(argv=None) -> int:
+    global RECORD_STREAM
     records.plain_streams()
     parser = command_line()
     args = parse(parser, argv)
+    if args.json == "-":  # the record alone on the pipe; the log and the table go to stderr
+        RECORD_STREAM = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
     try:
         return run(args)
     except ValueError as error:  # a malformed record or baseline, a base of another workload, no such kernel
@@ -463,7 +492,13 @@ def run(args) -> int:
     with contextlib.ExitStack() as stack:
         bases = read_baselines(args.baseline or [])
         base = decision.pool(bases) if bases else None
-        kernel = None if args.replay else use_kernel(args.kernel, stack)
+        if args.kernel and not (args.replay or args.aa or args.no_sandbox):
+            from harness import gate_sandbox  # the kernel under test runs in a sandboxed child; this process checks
+
+            record = gate_sandbox.measure(args)
+            check_against_bases(record, bases, args)
+            return report(args, record, decision.decide(record, args.threshold, base, args.max_drop))
+        kernel = None if args.replay else use_kernel(args.kernel, stack, args.staged)
         if args.aa:
             return report_aa(args, measure_aa(args.rounds, kernel))
         if args.replay:
@@ -483,6 +518,10 @@ def run(args) -> int:
                 base_file="--baseline " + ", ".join(args.baseline or []),
             )
         verdict = decision.decide(record, args.threshold, base, args.max_drop)
+    return report(args, record, verdict)
+
+
+def report(args, record: dict, verdict: decision.Verdict) -> int:
     if args.measure_only:
         return report_measured(args, record, verdict)
     record["threshold"] = args.threshold

@@ -23,13 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-from harness import regression_rule
+from harness import regression_rule, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 SIDES = ("base", "head")
 FIRST_ROUNDS = 3
 SECOND_ROUNDS = 5
 TIMEOUT_S = 600  # one process: the suite's twelve weights take under a minute on an H100
+NO_SANDBOX = False  # --no-sandbox: a machine without bubblewrap (the workflows never pass it)
 
 
 class MeasureError(RuntimeError):
@@ -41,18 +42,29 @@ class MeasureError(RuntimeError):
 
 
 def run_side(staged: Path, keys: list[str], device: str) -> dict:
-    """One process of one kernel: ``benchmarks/_kernel_samples.py``'s JSON. It starts in ``staged``
+    """One process of one kernel: ``benchmarks/_kernel_samples.py``'s JSON, on its stdout (a pipe to
+    this process, which never imports either kernel). It runs in bubblewrap's sandbox
+    (``sandbox.py``): the staged kernel and this checkout read-only, a compile cache of that kernel's
+    own read-write, nothing of the job's and nothing of the other kernel's; it starts in ``staged``
     (sys.path[0]: the staged nf4kernel, ahead of this checkout's), with this checkout on PYTHONPATH
-    for the ruler."""
+    for the ruler. Without a sandbox here (``NO_SANDBOX``, set by --no-sandbox), a plain process."""
     # The caller's PYTHONPATH stays behind them: where the runner's packages may come from
     # (bitsandbytes on the GPU image's bundle), never ahead of the staged kernel.
     path = [str(staged), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     command = [sys.executable, "-m", "benchmarks._kernel_samples", "--device", device, "--keys", *keys]
+    cache = staged / ".triton-cache"
     try:
-        done = subprocess.run(command, cwd=staged, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        if NO_SANDBOX:
+            env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "TRITON_CACHE_DIR": str(cache)}
+            done = subprocess.run(command, cwd=staged, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
+        else:
+            env = {"PYTHONPATH": os.pathsep.join(path), "TRITON_CACHE_DIR": str(cache)}
+            view = {"read": [staged, ROOT], "write": [cache], "cwd": staged, "env": env}
+            done = sandbox.run(command, timeout=TIMEOUT_S, stderr=subprocess.PIPE, **view)
     except subprocess.TimeoutExpired:
         raise MeasureError(f"{staged}: timed out after {TIMEOUT_S} s") from None
+    except sandbox.Unavailable as error:
+        raise MeasureError(f"no sandbox here: {error} (--no-sandbox measures without)", 2) from None
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         why = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]

@@ -104,6 +104,10 @@ def replay(path: str, args) -> int:
     """The verdict on a record, after its schema (``records.check_regression``)."""
     try:
         record = records.read_regression(path, f"--replay {path}")
+        for side, wanted in zip(("base", "head"), args.expect or (), strict=False):
+            full = wanted if records.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
+            if record[side] != full:
+                raise records.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
         verdict = regression_rule.decide(record, args.min_change, args.min_group_change)
     except records.RecordError as error:
         return no_verdict(str(error))
@@ -137,6 +141,18 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES, metavar="SHAPE")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES, metavar="DTYPE")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the smoke run, no verdict")
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run each kernel's processes without bubblewrap's sandbox (a machine without it; the workflows never "
+        "pass it)",
+    )
+    parser.add_argument(
+        "--expect",
+        nargs=2,
+        metavar=("BASE", "HEAD"),
+        help="with --replay: the commits the record must be of (the workflow's base and approved commit)",
+    )
     return parser
 
 
@@ -149,6 +165,8 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         value = getattr(args, name)
         if value is not None and not 0 < value < 1:
             parser.error(f"--{name.replace('_', '-')} is a fraction in (0, 1), not {value}")
+    if args.expect and not args.replay:
+        parser.error("--expect checks a record: give it with --replay")
     if args.replay:
         if args.base or args.head or args.measure_only:
             parser.error("--replay decides a record: give it no BASE, HEAD or --measure-only")
@@ -168,6 +186,7 @@ def main(argv=None) -> int:
     args = parse(parser, argv)
     if args.replay:
         return replay(args.replay, args)
+    paired_rounds.NO_SANDBOX = args.no_sandbox
     try:
         base, head = kernel_source.resolve(args.base), kernel_source.resolve(args.head)
     except ValueError as error:  # SourceError: no such commit; or a NUL character git can't be given
