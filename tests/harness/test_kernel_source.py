@@ -1,5 +1,6 @@
-"""harness/kernel_source.py: the tree under test contributes its nf4kernel/ and nothing else, and the
-gate measures exactly that one (``--kernel``), or refuses to."""
+"""harness/kernel_source.py: the tree under test contributes its nf4kernel/ and nothing else, only
+its .py files (any other file in it is refused), and the gate measures exactly that one
+(``--kernel``), or refuses to."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def checkouts(tmp_path):
     """This tree (as it is) as the trusted checkout, and a PR's checkout beside it whose commit adds
-    a harness/ that would pass anything, a sitecustomize.py, and a symlink in nf4kernel/."""
+    a harness/ that would pass anything, a sitecustomize.py, and a module of its own in nf4kernel/."""
     trusted = tmp_path / "trusted"
     head = scratch.snapshot(ROOT)
     scratch.git("clone", "-q", "--no-checkout", str(ROOT), str(trusted), cwd=tmp_path)
@@ -30,7 +31,6 @@ def checkouts(tmp_path):
     scratch.git("clone", "-q", str(trusted), str(candidate), cwd=tmp_path)
     (candidate / "harness" / "decision.py").write_text("DEFAULT_THRESHOLD = 0.0\n")
     (candidate / "sitecustomize.py").write_text("raise SystemExit('the PR ran code outside nf4kernel/')\n")
-    (candidate / "nf4kernel" / "leak").symlink_to("../harness")
     (candidate / "nf4kernel" / "marker.py").write_text("WHO = 'the candidate'\n")
     scratch.git("add", "-A", cwd=candidate)
     scratch.git("commit", "-q", "-m", "a candidate", cwd=candidate)
@@ -44,7 +44,6 @@ def test_a_checkout_beside_this_one_contributes_its_nf4kernel_alone(checkouts):
         assert kernel.commit == sha
         assert [p.name for p in kernel.path.iterdir()] == ["nf4kernel"]
         assert (kernel.path / "nf4kernel" / "marker.py").is_file()
-        assert not (kernel.path / "nf4kernel" / "leak").exists()  # no link out of the package
     assert scratch.git("cat-file", "-t", sha, cwd=trusted) == "commit"  # fetched: asv can record it
 
 
@@ -71,6 +70,88 @@ def test_a_commit_without_the_package_is_refused(checkouts):
         kernel_source.staged(str(candidate), repo=trusted),
     ):
         pass
+
+
+def package_commit(repo: Path, files: dict[str, bytes | Path]) -> str:
+    """A throwaway repository at ``repo`` whose one commit holds ``files`` (a path under the
+    repository: its bytes, or a Path for a symlink pointing there); the commit's hash."""
+    scratch.git("init", "-q", str(repo), cwd=repo.parent)
+    for name, content in files.items():
+        path = repo / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            path.symlink_to(content)
+        else:
+            path.write_bytes(content)
+    scratch.git("add", "-A", cwd=repo)
+    scratch.git("commit", "-q", "-m", "a package", cwd=repo)
+    return scratch.git("rev-parse", "HEAD", cwd=repo)
+
+
+def staged_files(into: Path) -> list[str]:
+    return sorted(str(p.relative_to(into)) for p in into.rglob("*") if not p.is_dir())
+
+
+def test_a_package_of_py_files_alone_is_staged_as_it_is(tmp_path):
+    files = {"nf4kernel/__init__.py": b"", "nf4kernel/ops/__init__.py": b"", "nf4kernel/ops/fast.py": b"X = 1\n"}
+    commit = package_commit(tmp_path / "repo", {**files, "README.md": b"outside the package\n"})
+    into = tmp_path / "staged"
+    assert kernel_source.extract(commit, into, repo=tmp_path / "repo") == into
+    assert staged_files(into) == sorted(files)
+
+
+@pytest.mark.parametrize(
+    "name,content",
+    [
+        ("nf4kernel/_fast.so", b"\x7fELF\x02\x01\x01\x00 compiled, unreadable"),
+        ("nf4kernel/table.bin", bytes(range(256))),
+        ("nf4kernel/hook.pth", b"import os\n"),
+        ("nf4kernel/sub/_impl.pyd", b"MZ"),
+        ("nf4kernel/leak.py", Path("../outside.py")),  # a symlink, even one named .py
+        ("nf4kernel/leak", Path("../harness")),
+    ],
+)
+def test_anything_but_a_py_file_in_the_package_is_refused(tmp_path, name, content):
+    files = {"nf4kernel/__init__.py": b"", "outside.py": b"", "harness/x.py": b"", name: content}
+    commit = package_commit(tmp_path / "repo", files)
+    into = tmp_path / "staged"
+    with pytest.raises(kernel_source.SourceError, match=r"only \.py files are staged") as refused:
+        kernel_source.extract(commit, into, repo=tmp_path / "repo")
+    assert f"not a .py file: {name};" in str(refused.value)
+    assert not into.exists()  # refused before anything was written
+
+
+def test_the_refusal_names_the_first_offending_paths_and_counts_the_rest(tmp_path):
+    extras = {f"nf4kernel/data{i}.bin": b"x" for i in range(5)}
+    commit = package_commit(tmp_path / "repo", {"nf4kernel/__init__.py": b"", **extras})
+    with pytest.raises(kernel_source.SourceError) as refused:
+        kernel_source.extract(commit, tmp_path / "staged", repo=tmp_path / "repo")
+    assert "nf4kernel/data0.bin, nf4kernel/data1.bin, nf4kernel/data2.bin and 2 more;" in str(refused.value)
+
+
+def test_an_nf4kernel_that_is_a_file_is_no_package_rather_than_not_python(tmp_path):
+    commit = package_commit(tmp_path / "repo", {"nf4kernel": b"not a package\n"})
+    with pytest.raises(kernel_source.SourceError, match=r"has no nf4kernel/__init__\.py"):
+        kernel_source.extract(commit, tmp_path / "staged", repo=tmp_path / "repo")
+
+
+def test_this_repositorys_own_kernel_is_py_files_alone():
+    assert kernel_source.not_python("HEAD") == []
+
+
+def test_the_gate_refuses_a_kernel_with_a_compiled_file_in_one_line(checkouts):
+    """Staging comes before the GPU check, so this exits 2 (not 4) on a machine without a GPU too.
+    The gate runs in the trusted clone, so the candidate's commit is fetched there, not here."""
+    trusted, candidate = checkouts
+    (candidate / "nf4kernel" / "_fast.so").write_bytes(b"\x7fELF compiled")
+    scratch.git("add", "-A", cwd=candidate)
+    scratch.git("commit", "-q", "-m", "a compiled kernel", cwd=candidate)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    command = [sys.executable, "-m", "harness.gate", "--measure-only", "--kernel", "../candidate"]
+    done = subprocess.run(command, cwd=trusted, env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nf4kernel/_fast.so" in lines[0] and "Traceback" not in done.stderr
 
 
 def measure_kernel_in(trusted: Path, source: str) -> dict:
