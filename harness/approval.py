@@ -11,9 +11,14 @@ accepted: one that matches the reviewed commit can be manufactured for another. 
 for branches of this repository as for forks. A push to the default branch (merged, so reviewed)
 and a dispatch on it run that commit.
 
-The verdict comes from the PR's *base*: ``trusted`` is the commit whose harness, thresholds and asv
-suite the GPU jobs run, ``candidate`` the commit whose ``nf4kernel/`` they judge. On a PR, ``base``
-is the base commit too (the relative checks need it); on a push it is empty.
+The verdict comes from the default branch as it is when the comment is made (``GITHUB_SHA`` of the
+comment's event, which GitHub sets to the default branch's head): ``trusted`` is that commit, whose
+harness, thresholds and asv suite the GPU jobs run, and ``candidate`` the commit whose
+``nf4kernel/`` they judge. On a PR, ``base`` is that commit too: the relative checks compare the PR
+with what it would merge into, not with the base it was opened on (a PR opened before a harness fix
+is judged by the fix). A re-run of a run keeps that run's commit (GitHub keeps the event's
+``GITHUB_SHA``); a new comment judges with the default branch of its own time. On a push, ``base`` is
+the pushed commit's first parent (the merge checked against what it landed on).
 
 Standard library only: the hosted job runs this with the runner's own python3. GitHub is reached at
 ``GITHUB_API_URL`` with ``GH_TOKEN``, as every step of a workflow can.
@@ -117,13 +122,21 @@ def approve(event_name: str, event: dict, sha: str, ref: str, github: GitHub) ->
             )
         if not FULL_HASH.fullmatch(sha):  # GITHUB_SHA: the commit the GPU jobs check out and trust
             raise Refused(f"{event_name}: GITHUB_SHA {sha[:60]!r} is not a full commit hash")
+        before = event.get("before") if event_name == "push" else None
+        if isinstance(before, str) and FULL_HASH.fullmatch(before) and before.strip("0"):
+            why = (
+                f"push to {default} at {sha[:12]}: merged code, judged by itself against {before[:12]}, the tip before"
+            )
+            return Approval(sha, sha, before, "", why)
         return Approval(sha, sha, "", "", f"{event_name} to {default} at {sha[:12]}: merged code, judged by itself")
     if event_name != "issue_comment":
         raise Refused(f"{event_name} events approve nothing")
-    return approve_comment(event, default, github)
+    if not FULL_HASH.fullmatch(sha):  # GITHUB_SHA: the default branch's head, which judges
+        raise Refused(f"{event_name}: GITHUB_SHA {sha[:60]!r} is not a full commit hash")
+    return approve_comment(event, default, sha, github)
 
 
-def approve_comment(event: dict, default: str, github: GitHub) -> Approval:
+def approve_comment(event: dict, default: str, main: str, github: GitHub) -> Approval:
     if event.get("action") != "created":
         raise Refused("only a new comment approves (an edited one does not)")
     issue = event.get("issue") or {}
@@ -161,8 +174,11 @@ def approve_comment(event: dict, default: str, github: GitHub) -> Approval:
             f"{approved[:12]} is not the head of PR #{number}: its head is {head_sha[:12]} (pushed after "
             f"the review?). Review that commit, then approve it by its own hash"
         )
-    why = f"@{login} approved {approved[:12]}, the head of PR #{number}; judged by its base {base_sha[:12]}"
-    return Approval(approved, base_sha, base_sha, number, why)
+    why = (
+        f"@{login} approved {approved[:12]}, the head of PR #{number} (opened on {base_sha[:12]}); judged by "
+        f"{default} at {main[:12]}, against its kernel"
+    )
+    return Approval(approved, main, main, number, why)
 
 
 def report(github: GitHub, sha: str, results: dict[str, str], target_url: str) -> dict:

@@ -86,6 +86,15 @@ def environment(with_unsloth: bool = True) -> dict:
     return env
 
 
+def cuda_here() -> bool:
+    """Whether torch sees a CUDA GPU, without making a CUDA context in this (the trusted) process."""
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 def check_correctness(mlps, impls) -> list[dict]:
     """Every weight bit-identical to bitsandbytes and to Unsloth; ``X @ W.t()`` through it matching the
     module's own forward: bit-identical where cuBLAS picks the same algorithm for both operand
@@ -338,6 +347,13 @@ def command_line() -> argparse.ArgumentParser:
         help="with --kernel: measure in this process, not in bubblewrap's sandbox (a machine without it; the "
         "workflows never pass it)",
     )
+    parser.add_argument(
+        "--expect-kernel",
+        metavar="SHA",
+        help="with --replay: the commit the record's kernel must be (the approved one); --expect-base-kernel SHA "
+        "likewise for every --baseline",
+    )
+    parser.add_argument("--expect-base-kernel", metavar="SHA", help=argparse.SUPPRESS)
     parser.add_argument("--staged", nargs=2, metavar=("DIR", "COMMIT"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--measure-only",
@@ -393,6 +409,8 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
     if args.staged and not (args.measure_only and args.json == "-" and not args.kernel):
         parser.error("--staged is the sandboxed measurement's own: with --measure-only --json - and no --kernel")
+    if (args.expect_kernel or args.expect_base_kernel) and not args.replay:
+        parser.error("--expect-kernel and --expect-base-kernel check records: give them with --replay")
     if args.json == "-" and not args.staged:
         parser.error("--json - is the sandboxed measurement's pipe; give a file")
     if args.json != "-":
@@ -417,6 +435,20 @@ def read_baselines(paths: list[str]) -> list[dict]:
     for path, base in timed[1:]:
         records.same_workload(base, timed[0][1], f"--baseline {path}", f"--baseline {timed[0][0]}")
     return bases
+
+
+def check_commits(record: dict, bases: list[dict], args) -> None:
+    """--expect-kernel, --expect-base-kernel: each record is of the commit the workflow measured, so a
+    record of another kernel (the base's own, handed in as the PR's) is refused."""
+    named = [(f"--replay {args.replay}", record, args.expect_kernel)]
+    named += [
+        (f"--baseline {path}", base, args.expect_base_kernel)
+        for path, base in zip(args.baseline or [], bases, strict=True)
+    ]
+    for file, found, wanted in named:
+        commit = (found.get("kernel") or {}).get("commit")
+        if wanted and commit != wanted:
+            raise records.RecordError(file, "kernel.commit", f"{commit!r}, not the expected {wanted}")
 
 
 def check_against_bases(record: dict, bases: list[dict], args) -> None:
@@ -492,7 +524,8 @@ def run(args) -> int:
     with contextlib.ExitStack() as stack:
         bases = read_baselines(args.baseline or [])
         base = decision.pool(bases) if bases else None
-        if args.kernel and not (args.replay or args.aa or args.no_sandbox):
+        # Without a CUDA GPU nothing is measured and the kernel under test is never imported: exit 4 here.
+        if args.kernel and not (args.replay or args.aa or args.no_sandbox) and cuda_here():
             from harness import gate_sandbox  # the kernel under test runs in a sandboxed child; this process checks
 
             record = gate_sandbox.measure(args)
@@ -505,6 +538,7 @@ def run(args) -> int:
             record = read_record(args.replay, "--replay")
             if record.get("mode") == noise.MODE:
                 return report_aa(args, record)
+            check_commits(record, bases, args)
             check_against_bases(record, bases, args)
         else:
             record = measure(

@@ -26,6 +26,20 @@ DEVICES = [
 ]
 
 
+# harness/gpu_tests.py runs this suite against another tree's kernel, staged alone in this folder
+# (first on the path): every test, and every child Python a test starts, must import that one.
+UNDER_TEST = os.environ.get("NF4KERNEL_UNDER_TEST")
+
+
+def pytest_sessionstart(session):
+    if UNDER_TEST:
+        import nf4kernel
+
+        where = os.path.realpath(nf4kernel.__file__)
+        if not where.startswith(os.path.realpath(UNDER_TEST) + os.sep):
+            raise pytest.UsageError(f"nf4kernel was imported from {where}, not the kernel under test in {UNDER_TEST}")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.get_closest_marker("gpu") and not HAS_CUDA:
@@ -34,8 +48,10 @@ def pytest_collection_modifyitems(items):
 
 def child_env() -> dict[str, str]:
     """The environment for a child Python that imports this checkout's packages, installed or not:
-    the checkout first on PYTHONPATH, then whatever was there (an offline bundle, say)."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    the kernel under test (where one is staged) and the checkout first on PYTHONPATH, then whatever
+    was there (an offline bundle, say)."""
+    first = [UNDER_TEST, str(ROOT)] if UNDER_TEST else [str(ROOT)]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [*first, os.environ.get("PYTHONPATH")]))}
 
 
 @pytest.fixture(params=DEVICES)

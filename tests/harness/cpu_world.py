@@ -38,6 +38,13 @@ def with_run(step: dict, script: str) -> dict:
     return {**step, "run": script}
 
 
+def of_commit(record: Path, commit: str, to: Path) -> None:
+    """A recorded gate record, as measured of ``commit``'s kernel."""
+    found = json.loads(record.read_text())
+    found.setdefault("kernel", {}).update(source=commit, commit=commit)
+    to.write_text(json.dumps(found))
+
+
 def gpu_steps_replaced(
     world: rehearse.World,
     candidate: str,
@@ -50,9 +57,11 @@ def gpu_steps_replaced(
     measuring step writes nothing (a base whose record went missing)."""
     recorded = world.scratch / "recorded"
     recorded.mkdir(exist_ok=True)
-    shutil.copy(pr_record, recorded / "gate.json")
+    # The records as the trusted side writes them: each names the commit whose kernel it measured,
+    # which the verdict checks (--expect-kernel, --expect-base-kernel).
+    of_commit(pr_record, candidate, recorded / "gate.json")
     if base_record is not None:
-        shutil.copy(base_record, recorded / "gate-base.json")
+        of_commit(base_record, world.main, recorded / "gate-base.json")
     regression = recorded_samples.regression_record(slower, base=world.main, head=candidate)
     (recorded / "regression.json").write_text(json.dumps(regression))
     steps = {}

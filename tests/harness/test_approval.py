@@ -12,6 +12,7 @@ from harness.fake_github import FakeGitHub, Pull, Serving
 
 REPO = "nf4kernel/nf4kernel"
 HEAD, BASE = "a" * 40, "b" * 40
+MAIN = "c" * 40  # the default branch's head when the comment is made (GITHUB_SHA)
 
 
 @pytest.fixture
@@ -32,10 +33,12 @@ def comment(body, login="maintainer", action="created", on_pr=True):
     }
 
 
-def test_a_writer_approving_the_head_by_its_hash_runs_it_judged_by_the_base(github):
+def test_a_writer_approving_the_head_by_its_hash_runs_it_judged_by_the_default_branch_now(github):
+    """Judged by main as it is when the comment is made (the event's GITHUB_SHA), against its kernel:
+    not by the base the PR was opened on, which keeps an old harness for as long as it isn't rebased."""
     fake, api = github
-    decided = approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}\nreviewed all of it"), "", "", api)
-    assert (decided.candidate, decided.trusted, decided.base, decided.pr) == (HEAD, BASE, BASE, "8")
+    decided = approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}\nreviewed all of it"), MAIN, "", api)
+    assert (decided.candidate, decided.trusted, decided.base, decided.pr) == (HEAD, MAIN, MAIN, "8")
     assert [path for _, path, _ in fake.requests] == [
         f"/repos/{REPO}/collaborators/maintainer/permission",
         f"/repos/{REPO}/pulls/8",
@@ -44,7 +47,7 @@ def test_a_writer_approving_the_head_by_its_hash_runs_it_judged_by_the_base(gith
 
 def test_admins_approve_too(github):
     _, api = github
-    assert approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}", "owner"), "", "", api).candidate == HEAD
+    assert approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}", "owner"), MAIN, "", api).candidate == HEAD
 
 
 @pytest.mark.parametrize(
@@ -65,7 +68,7 @@ def test_admins_approve_too(github):
 def test_everything_else_is_refused_with_the_reason(github, event, why):
     _, api = github
     with pytest.raises(approval.Refused) as refused:
-        approval.approve("issue_comment", event, "", "", api)
+        approval.approve("issue_comment", event, MAIN, "", api)
     assert why in str(refused.value)
 
 
@@ -74,7 +77,7 @@ def test_only_open_prs_to_the_default_branch_run(github, state, base_ref, why):
     fake, api = github
     fake.pulls["8"].state, fake.pulls["8"].base_ref = state, base_ref
     with pytest.raises(approval.Refused) as refused:
-        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), "", "", api)
+        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), MAIN, "", api)
     assert why in str(refused.value)
 
 
@@ -85,6 +88,12 @@ def test_a_push_or_dispatch_on_the_default_branch_runs_that_commit_judged_by_its
         assert (decided.candidate, decided.trusted, decided.base) == (HEAD, HEAD, "")
         with pytest.raises(approval.Refused, match="only the default branch"):
             approval.approve(event, {"repository": {"default_branch": "main"}}, HEAD, "refs/heads/topic", api)
+    # A push names the tip before it: the merge is checked against what it landed on.
+    pushed = {"repository": {"default_branch": "main"}, "before": BASE}
+    decided = approval.approve("push", pushed, HEAD, "refs/heads/main", api)
+    assert (decided.candidate, decided.trusted, decided.base) == (HEAD, HEAD, BASE)
+    created = {"repository": {"default_branch": "main"}, "before": "0" * 40}  # a new branch: no tip before
+    assert approval.approve("push", created, HEAD, "refs/heads/main", api).base == ""
 
 
 def test_other_events_approve_nothing(github):
@@ -96,7 +105,7 @@ def test_other_events_approve_nothing(github):
 def test_an_unreachable_api_refuses(tmp_path):
     api = approval.GitHub("http://127.0.0.1:9", "token", REPO)  # the discard port: nothing listens
     with pytest.raises(approval.Refused, match="could not be reached"):
-        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), "", "", api)
+        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), MAIN, "", api)
 
 
 @pytest.mark.parametrize(
@@ -122,13 +131,14 @@ def test_main_writes_the_outputs_and_the_summary(github, tmp_path, monkeypatch, 
     event.write_text(json.dumps(comment(f"/gpu-approve {HEAD}")))
     outputs, summary = tmp_path / "out", tmp_path / "summary"
     monkeypatch.setenv("GITHUB_EVENT_NAME", "issue_comment")
+    monkeypatch.setenv("GITHUB_SHA", MAIN)
     monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
     monkeypatch.setenv("GITHUB_API_URL", api.api_url)
     monkeypatch.setenv("GITHUB_OUTPUT", str(outputs))
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     assert approval.main(["approve"]) == 0
-    assert outputs.read_text() == f"candidate={HEAD}\ntrusted={BASE}\nbase={BASE}\npr=8\n"
+    assert outputs.read_text() == f"candidate={HEAD}\ntrusted={MAIN}\nbase={MAIN}\npr=8\n"
     assert "@maintainer approved" in summary.read_text()
     fake.pulls["8"].head = "c" * 40  # pushed to since
     outputs.write_text("")
@@ -184,7 +194,7 @@ class Answering:
 )
 def test_an_answer_that_is_not_what_github_sends_is_a_refusal(status, body, why):
     with Answering(status, body) as api, pytest.raises(approval.Refused) as refused:
-        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), "", "", api)
+        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), MAIN, "", api)
     assert why in str(refused.value)
 
 
@@ -205,7 +215,7 @@ def test_a_pull_request_answer_without_its_fields_is_a_refusal(github, pull, why
             return pull if path.startswith("pulls/") else super().call(method, path, body)
 
     with pytest.raises(approval.Refused) as refused:
-        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), "", "", Partial(api.api_url, "t", REPO))
+        approval.approve("issue_comment", comment(f"/gpu-approve {HEAD}"), MAIN, "", Partial(api.api_url, "t", REPO))
     assert why in str(refused.value)
 
 
@@ -225,7 +235,7 @@ def test_a_pull_request_answer_without_its_fields_is_a_refusal(github, pull, why
 def test_an_event_without_its_fields_is_a_refusal(github, event, why):
     _, api = github
     with pytest.raises(approval.Refused) as refused:
-        approval.approve("issue_comment", event, "", "", api)
+        approval.approve("issue_comment", event, MAIN, "", api)
     assert why in str(refused.value)
 
 
@@ -240,6 +250,7 @@ def test_main_refuses_a_non_json_answer_with_the_reason_in_the_summary(tmp_path,
     event.write_text(json.dumps(comment(f"/gpu-approve {HEAD}")))
     summary = tmp_path / "summary"
     monkeypatch.setenv("GITHUB_EVENT_NAME", "issue_comment")
+    monkeypatch.setenv("GITHUB_SHA", MAIN)
     monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
@@ -263,6 +274,7 @@ def test_main_without_its_environment_exits_2_in_one_line(tmp_path, monkeypatch,
     event = tmp_path / "event.json"
     event.write_text(event_text if event_text is not None else json.dumps(comment(f"/gpu-approve {HEAD}")))
     monkeypatch.setenv("GITHUB_EVENT_NAME", "issue_comment")
+    monkeypatch.setenv("GITHUB_SHA", MAIN)
     monkeypatch.setenv("GITHUB_EVENT_PATH", str(event))
     monkeypatch.setenv("GITHUB_REPOSITORY", REPO)
     monkeypatch.setenv("GITHUB_API_URL", "http://127.0.0.1:9")

@@ -146,23 +146,25 @@ def probe_answer(nf4kernel: str) -> str:
 def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
     """The check that the kernel measured is the staged one (not this checkout's, not an installed one)."""
     done = subprocess.CompletedProcess([], 0, probe_answer(str(ROOT / "nf4kernel" / "__init__.py")), "")
-    monkeypatch.setattr(paired_rounds.subprocess, "run", lambda *a, **k: done)
+    monkeypatch.setattr(paired_rounds.sandbox, "run", lambda *a, **k: done)
     with pytest.raises(paired_rounds.MeasureError, match="not the kernel staged in"):
         paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
 
 
 def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypatch, tmp_path):
-    """On the GPU image bitsandbytes came from PYTHONPATH: a probe that dropped it could not import it."""
+    """On the GPU image bitsandbytes came from PYTHONPATH: a probe that dropped it could not import it.
+    The process runs in the sandbox, seeing its staged kernel and this checkout, writing only its cache."""
     seen = {}
 
-    def fake_run(command, cwd, env, **_):
-        seen["path"] = env["PYTHONPATH"].split(":")
+    def fake_run(command, timeout, cwd, env, read, write, **_):
+        seen.update(path=env["PYTHONPATH"].split(":"), read=read, write=write)
         return subprocess.CompletedProcess(command, 0, probe_answer(f"{cwd}/nf4kernel/__init__.py"), "")
 
     monkeypatch.setenv("PYTHONPATH", "/opt/site-packages")
-    monkeypatch.setattr(paired_rounds.subprocess, "run", fake_run)
+    monkeypatch.setattr(paired_rounds.sandbox, "run", fake_run)
     paired_rounds.run_side(tmp_path, ["4096x1024 bfloat16"], "cuda")
     assert seen["path"] == [str(tmp_path), str(paired_rounds.ROOT), "/opt/site-packages"]
+    assert seen["read"] == [tmp_path, paired_rounds.ROOT] and seen["write"] == [tmp_path / ".triton-cache"]
 
 
 @pytest.mark.timeout(600)

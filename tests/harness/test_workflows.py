@@ -214,8 +214,12 @@ def test_every_gpu_job_checks_out_the_judge_and_the_approved_commit_side_by_side
 def test_the_verdicts_come_from_the_trusted_checkout():
     jobs_ = gpu_yml()["jobs"]
     tests = next(s for s in jobs_["gpu-tests"]["steps"] if s.get("id") == "tests")
-    assert tests["working-directory"] == "candidate"  # the PR's own tests, as tests...
-    assert "--noxfile ../trusted/noxfile.py" in tests["run"]  # ...run by the base's noxfile
+    # No tool runs in the PR's checkout (a PR's nox/ or pytest/ would run in its place there): the
+    # default branch's tests judge its staged kernel, and its own suite runs sandboxed.
+    assert tests["working-directory"] == "trusted" and tests["run"] == "python -m harness.gpu_tests ../candidate"
+    for job in jobs_.values():
+        for step in job["steps"]:
+            assert step.get("working-directory") != "candidate", step.get("name")
     for name in ("gate", "regression"):
         for step in jobs_[name]["steps"]:
             if "run" in step and step.get("id") != "env":
@@ -234,10 +238,11 @@ def test_the_gate_measures_the_base_first_then_the_pr_then_decides_apart():
     base, pr, after, decide = (next(s for s in steps if s.get("id") == i) for i in ids)
     for step, record in ((base, "gate-base.json"), (after, "gate-base-after.json")):
         assert step["if"] == "needs.approve.outputs.base != ''"
-        assert "--measure-only" in step["run"] and "--kernel ." in step["run"]
+        assert "--measure-only" in step["run"] and '--kernel "$BASE"' in step["run"]
         assert f'--json "$RUNNER_TEMP/{record}"' in step["run"]
     assert "--measure-only" in pr["run"] and "--kernel ../candidate" in pr["run"]
-    assert '--replay "$RUNNER_TEMP/gate.json"' in decide["run"] and "--kernel" not in decide["run"]
+    assert '--replay "$RUNNER_TEMP/gate.json"' in decide["run"] and "--kernel " not in decide["run"]
+    assert '--expect-kernel "$CANDIDATE"' in decide["run"] and '--expect-base-kernel "$BASE"' in decide["run"]
     pooled = '--baseline "$RUNNER_TEMP/gate-base.json" --baseline "$RUNNER_TEMP/gate-base-after.json"'
     assert pooled in decide["run"] and 'if [ -n "$BASE" ]' in decide["run"]
 
@@ -248,7 +253,7 @@ def test_the_regression_check_measures_then_decides_from_the_record_alone():
     measure, decide = (next(s for s in job["steps"] if s.get("id") == i) for i in ("measure", "decide"))
     record = '"$RUNNER_TEMP/regression.json"'
     assert f'-s regression -- "$BASE" ../candidate --measure-only --record {record}' in measure["run"]
-    assert f"-s regression -- --replay {record}" in decide["run"] and "candidate" not in decide["run"]
+    assert f"-s regression -- --replay {record}" in decide["run"] and '--expect "$BASE" "$CANDIDATE"' in decide["run"]
     assert measure["working-directory"] == decide["working-directory"] == "trusted"
 
 

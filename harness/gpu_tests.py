@@ -1,0 +1,102 @@
+"""The GPU test job: correctness judged by this checkout's tests (the default branch's), on a pull
+request's kernel, in bubblewrap's sandbox; then the PR's own suite, sandboxed too, as a second signal.
+
+    python -m harness.gpu_tests CANDIDATE [--no-sandbox] [-- PYTEST_ARGS...]
+
+1. **This checkout's kernel tests** (``tests/`` without ``tests/harness``: FP4, fp32 output, plain
+   absmax, odd sizes, ``out=``, the transposed packing, ``patch()``) against CANDIDATE's
+   ``nf4kernel/`` staged alone (``kernel_source.py``: its committed ``.py`` files), first on the path.
+   ``tests/conftest.py`` refuses to start (exit 4) if the kernel it imports is any other copy. The PR
+   can't edit these tests: they are the default branch's.
+2. **The PR's own kernel tests**, in its checkout (read-only, its own code), sandboxed.
+
+Each run is ``python -m pytest -n auto -p no:cacheprovider`` inside the sandbox (``sandbox.py``):
+nothing of the job's is visible, nothing it could write outlives it, no network. Both run even if
+the first fails; the exit code is the first failure's (pytest's: 1 tests failed, 4 the kernel is
+not the staged one, 5 no tests ran), 0 when both passed, 2 for bad arguments or a CANDIDATE with no
+kernel to stage, 126 when there is no sandbox here (``--no-sandbox`` runs without: the overhead's
+measurement, a machine without bubblewrap; the workflow never passes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness import kernel_source, sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 1500
+PYTEST = ["-m", "pytest", "-n", "auto", "-p", "no:cacheprovider"]
+
+
+def run(label: str, argv: list[str], *, no_sandbox: bool, cwd: Path, read: list[Path], cache: Path, env: dict) -> int:
+    print(f"gpu-tests: {label}", flush=True)
+    started = time.perf_counter()
+    if no_sandbox:
+        done = subprocess.run(argv, cwd=cwd, env={**os.environ, **env}, check=False, timeout=TIMEOUT_S)
+    else:
+        view = {"read": read, "write": [cache], "cwd": cwd, "env": env}
+        done = sandbox.run(argv, timeout=TIMEOUT_S, stdout=None, **view)
+    print(f"gpu-tests: {label}: exit {done.returncode} in {time.perf_counter() - started:.0f} s", flush=True)
+    return done.returncode
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.gpu_tests", description=__doc__.split("\n\n")[0])
+    parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
+    parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (the workflow never does)")
+    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for both pytest runs")
+    args = parser.parse_args(argv)
+    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    if not (args.candidate / ".git").exists():
+        parser.error(f"{args.candidate} is not a git checkout")
+    if not args.no_sandbox and (why := sandbox.why_not()):
+        print(f"gpu-tests: no sandbox here: {why} (--no-sandbox runs without)", file=sys.stderr)
+        return sandbox.EXIT_NO_SANDBOX
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    candidate = args.candidate.resolve()
+    try:
+        with kernel_source.staged(str(candidate)) as kernel:
+            cache = kernel.path / ".triton-cache"
+            env = {
+                # The staged kernel ahead of this checkout (whose benchmarks/ and harness/ the tests import).
+                "PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]),
+                "NF4KERNEL_UNDER_TEST": str(kernel.path),
+                "TRITON_CACHE_DIR": str(cache),
+            }
+            # -o pythonpath=: pyproject's pythonpath = ["."] would put this checkout's nf4kernel first.
+            ours = [sys.executable, *PYTEST, "-o", "pythonpath=", "--rootdir", str(ROOT), str(ROOT / "tests")]
+            ours += ["--ignore", str(ROOT / "tests" / "harness"), *extra]
+            first = run(
+                f"the default branch's kernel tests on {kernel.describe()}",
+                ours,
+                no_sandbox=args.no_sandbox,
+                cwd=kernel.path,
+                read=[kernel.path, ROOT],
+                cache=cache,
+                env=env,
+            )
+            theirs = [sys.executable, *PYTEST, "tests", "--ignore", "tests/harness", *extra]
+            env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), "TRITON_CACHE_DIR": str(cache)}
+            second = run(
+                f"the PR's own kernel tests, in {candidate}",
+                theirs,
+                no_sandbox=args.no_sandbox,
+                cwd=candidate,
+                read=[candidate],
+                cache=cache,
+                env=env,
+            )
+    except kernel_source.SourceError as error:
+        print(f"gpu-tests: {' '.join(str(error).splitlines())} (exit 2)", file=sys.stderr)
+        return 2
+    return first or second
+
+
+if __name__ == "__main__":
+    sys.exit(main())

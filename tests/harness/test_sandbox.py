@@ -1,0 +1,186 @@
+"""harness/sandbox.py against a hostile kernel: an ``nf4kernel/__init__.py`` that, on import, takes
+each route issue 35 found from the measuring process to the verdict (a BASH_ENV line in
+$GITHUB_ENV, the trusted harness rewritten, the other kernel's staged copy rewritten, the records in
+$RUNNER_TEMP replaced), reaches the network and leaves a process behind. Run plainly, every route
+works (so the test can fail); sandboxed, none does."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import sandbox
+
+if (reason := sandbox.why_not()) is not None:
+    if os.environ.get("NF4KERNEL_REQUIRE_SANDBOX"):
+        raise RuntimeError(f"NF4KERNEL_REQUIRE_SANDBOX is set and there is no sandbox here: {reason}")
+    pytest.skip(f"no sandbox here: {reason}", allow_module_level=True)
+
+HOSTILE = """
+import json, os, subprocess, socket
+report = {{}}
+def attempt(name, action):
+    try:
+        action()
+        report[name] = "done"
+    except Exception as error:
+        report[name] = f"refused: {{type(error).__name__}}"
+def env_line():
+    with open({github_env!r}, "a") as f:
+        f.write("BASH_ENV={runner_temp}/evil.sh\\n")
+attempt("GITHUB_ENV", env_line)
+attempt("trusted harness", lambda: open({decision!r}, "a").write("# threshold 0\\n"))
+attempt("other kernel", lambda: open({other!r}, "a").write("import time; time.sleep(1)\\n"))
+attempt("read record", lambda: open({record!r}).read())
+attempt("record", lambda: open({record!r}, "w").write("{{}}"))
+def network():
+    s = socket.create_connection(("127.0.0.1", {port}), timeout=2)
+    s.sendall(b"hello")
+attempt("network", network)
+def leave():
+    subprocess.Popen(["sh", "-c", "sleep 30 & echo $! > {pidfile}"], start_new_session=True).wait()
+attempt("left behind", leave)
+print("HOSTILE " + json.dumps(report), flush=True)
+"""
+ROUTES = ("GITHUB_ENV", "trusted harness", "other kernel", "record", "read record", "network", "left behind")
+
+
+@pytest.fixture
+def runner(tmp_path, monkeypatch):
+    """A runner's layout: the workspace with trusted/ and the two staged kernels' folders, and
+    $RUNNER_TEMP with a record and the file-command file $GITHUB_ENV."""
+    workspace, temp = tmp_path / "_work" / "repo" / "repo", tmp_path / "_work" / "_temp"
+    trusted = workspace / "trusted"
+    (trusted / "harness").mkdir(parents=True)
+    (trusted / "harness" / "decision.py").write_text("THRESHOLD = 1.15\n")
+    (temp / "_runner_file_commands").mkdir(parents=True)
+    github_env = temp / "_runner_file_commands" / "set_env_1"
+    github_env.write_text("")
+    record = temp / "gate-base.json"
+    record.write_text('{"base": true}')
+    other = tmp_path / "stage-base" / "nf4kernel" / "__init__.py"
+    other.parent.mkdir(parents=True)
+    other.write_text("")
+    for name, value in (("GITHUB_WORKSPACE", workspace), ("RUNNER_TEMP", temp), ("GITHUB_ENV", github_env)):
+        monkeypatch.setenv(name, str(value))
+    monkeypatch.setenv("GITHUB_TOKEN", "a-token")
+    return {"trusted": trusted, "temp": temp, "github_env": github_env, "record": record, "other": other}
+
+
+@pytest.fixture
+def listener():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    heard = []
+
+    def serve():
+        try:
+            while True:
+                conn, _ = server.accept()
+                heard.append(conn.recv(16))
+                conn.close()
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield server.getsockname()[1], heard
+    server.close()
+
+
+def hostile_kernel(tmp_path: Path, runner: dict, port: int) -> Path:
+    staged = tmp_path / "stage-head"
+    (staged / "nf4kernel").mkdir(parents=True)
+    code = HOSTILE.format(
+        github_env=str(runner["github_env"]),
+        runner_temp=str(runner["temp"]),
+        decision=str(runner["trusted"] / "harness" / "decision.py"),
+        other=str(runner["other"]),
+        record=str(runner["record"]),
+        port=port,
+        pidfile="/tmp/left.pid",  # the sandbox's /tmp is its own: the file goes with it
+    )
+    (staged / "nf4kernel" / "__init__.py").write_text(code)
+    return staged
+
+
+def report(done: subprocess.CompletedProcess) -> dict:
+    line = next(line for line in done.stdout.splitlines() if line.startswith("HOSTILE "))
+    return json.loads(line.removeprefix("HOSTILE "))
+
+
+def import_it(staged: Path, sandboxed: bool, runner: dict) -> subprocess.CompletedProcess:
+    argv = [sys.executable, "-P", "-c", "import nf4kernel"]
+    env = {"PYTHONPATH": str(staged)}
+    if sandboxed:
+        return sandbox.run(argv, timeout=60, read=[staged, runner["trusted"]], cwd=staged, env=env)
+    return subprocess.run(argv, cwd=staged, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_plainly_every_route_of_a_hostile_kernel_works(tmp_path, runner, listener):
+    """What the sandbox takes away: in a plain process (the job's user, as before) every route works."""
+    port, heard = listener
+    done = import_it(hostile_kernel(tmp_path, runner, port), sandboxed=False, runner=runner)
+    assert report(done) == dict.fromkeys(ROUTES, "done"), done.stderr
+    assert "BASH_ENV=" in runner["github_env"].read_text()
+    assert heard == [b"hello"]
+    pid = int(Path("/tmp/left.pid").read_text())
+    os.kill(pid, 0)  # still running after the process that started it ended
+    os.kill(pid, 9)
+
+
+def test_sandboxed_no_route_of_a_hostile_kernel_works(tmp_path, runner, listener):
+    port, heard = listener
+    before = {key: Path(runner[key]).read_text() for key in ("github_env", "record", "other")}
+    decision = (runner["trusted"] / "harness" / "decision.py").read_text()
+    done = import_it(hostile_kernel(tmp_path, runner, port), sandboxed=True, runner=runner)
+    found = report(done)
+    # Writing a record "works" into the empty private folder over $RUNNER_TEMP: the real one is untouched.
+    refused = [route for route in ROUTES if route not in ("record", "left behind")]
+    assert {route: found[route][:7] for route in refused} == dict.fromkeys(refused, "refused"), found
+    assert {key: Path(runner[key]).read_text() for key in ("github_env", "record", "other")} == before
+    assert (runner["trusted"] / "harness" / "decision.py").read_text() == decision
+    time.sleep(0.5)
+    assert heard == []
+    # The process it left behind went with the sandbox (its PID namespace), and its pid file with its /tmp.
+    assert not Path("/tmp/left.pid").exists() or not _alive(int(Path("/tmp/left.pid").read_text()))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return "sleep" in Path(f"/proc/{pid}/cmdline").read_text(errors="replace")
+
+
+def test_the_sandbox_passes_on_nothing_of_the_jobs_environment(runner):
+    done = sandbox.run(
+        [sys.executable, "-P", "-c", "import os, json; print(json.dumps(sorted(os.environ)))"], timeout=60
+    )
+    names = json.loads(done.stdout)
+    assert not [n for n in names if n.startswith(("GITHUB_", "RUNNER_", "ACTIONS_")) or n in ("BASH_ENV", "GH_TOKEN")]
+    assert "PATH" in names and done.returncode == 0
+
+
+def test_the_command_line_tool_runs_a_command_sandboxed_and_keeps_its_exit_code(tmp_path, runner):
+    argv = [sys.executable, "-m", "harness.sandbox", "--", sys.executable, "-P", "-c", "import sys; sys.exit(7)"]
+    root = str(Path(__file__).resolve().parents[2])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=root)
+    assert done.returncode == 7, done.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "harness.sandbox", "--env", "NOEQUALS", "--", "true"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr and "Traceback" not in bad.stderr
