@@ -50,9 +50,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.gpu_tests", description=__doc__.split("\n\n")[0])
     parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
     parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (the workflow never does)")
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="-- then arguments for both pytest runs")
-    args = parser.parse_args(argv)
-    extra = args.pytest_args[1:] if args.pytest_args[:1] == ["--"] else args.pytest_args
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # after --: both pytest runs' own arguments
+    args, extra = parser.parse_args(argv[:cut]), argv[cut + 1 :]
     if not (args.candidate / ".git").exists():
         parser.error(f"{args.candidate} is not a git checkout")
     if not args.no_sandbox and (why := sandbox.why_not()):

