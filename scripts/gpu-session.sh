@@ -14,6 +14,10 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" /tmp/site
 [ -d /tmp/site/unsloth ] || tar xzf .gpu-bundle/site.tgz -C /tmp
+# bubblewrap, the sandbox of every process that runs a PR's kernel: Debian's .deb, unpacked (the GPU
+# image has no registry); `apt-get download bubblewrap` on a Debian machine puts it in .gpu-bundle.
+for deb in .gpu-bundle/bubblewrap_*.deb; do [ -x /tmp/bw/usr/bin/bwrap ] || [ ! -e "$deb" ] || dpkg -x "$deb" /tmp/bw; done
+[ -x /tmp/bw/usr/bin/bwrap ] && export PATH=/tmp/bw/usr/bin:$PATH
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
 timed() { local start=$SECONDS; "$@"; local code=$?; echo "[$* -> exit $code in $((SECONDS - start)) s]"; return $code; }
