@@ -8,7 +8,9 @@ request's kernel, in bubblewrap's sandbox; then the PR's own suite, sandboxed to
    ``nf4kernel/`` staged alone (``kernel_source.py``: its committed ``.py`` files), first on the path.
    ``tests/conftest.py`` refuses to start (exit 4) if the kernel it imports is any other copy. The PR
    can't edit these tests: they are the default branch's.
-2. **The PR's own kernel tests**, in its checkout (read-only, its own code), sandboxed.
+2. **The PR's own kernel tests** that differ from this checkout's (a test file it adds or edits; all
+   of them where its ``tests/conftest.py`` differs), in its checkout (read-only, its own code),
+   sandboxed. Those it left as they are ran in step 1 on the same kernel.
 
 Each run is ``python -m pytest -n auto -p no:cacheprovider`` inside the sandbox (``sandbox.py``):
 nothing of the job's is visible, nothing it could write outlives it, no network. Both run even if
@@ -46,6 +48,25 @@ def run(label: str, argv: list[str], *, no_sandbox: bool, cwd: Path, read: list[
     return done.returncode
 
 
+def their_tests(candidate: Path) -> list[str]:
+    """The PR's kernel test files (``tests/`` less ``tests/harness``) that this checkout lacks or holds
+    otherwise: the rest ran above, on the same kernel. Every one where its conftest.py differs."""
+
+    def files(root: Path) -> dict[str, bytes]:
+        tests = root / "tests"
+        found = {}
+        for path in sorted(tests.rglob("*.py")) if tests.is_dir() else []:
+            relative = path.relative_to(root)
+            if relative.parts[1:2] != ("harness",) and path.is_file() and not path.is_symlink():
+                found[relative.as_posix()] = path.read_bytes()
+        return found
+
+    ours, theirs = files(ROOT), files(candidate)
+    if theirs.get("tests/conftest.py") != ours.get("tests/conftest.py"):
+        return [name for name in theirs if Path(name).name.startswith("test_")]
+    return [name for name, text in theirs.items() if Path(name).name.startswith("test_") and ours.get(name) != text]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.gpu_tests", description=__doc__.split("\n\n")[0])
     parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
@@ -81,17 +102,23 @@ def main(argv=None) -> int:
                 cache=cache,
                 env=env,
             )
-            theirs = [sys.executable, *PYTEST, "tests", "--ignore", "tests/harness", *extra]
-            env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), "TRITON_CACHE_DIR": str(cache)}
-            second = run(
-                f"the PR's own kernel tests, in {candidate}",
-                theirs,
-                no_sandbox=args.no_sandbox,
-                cwd=candidate,
-                read=[candidate],
-                cache=cache,
-                env=env,
-            )
+            changed = their_tests(candidate)
+            second = 0
+            if not changed:
+                print("gpu-tests: the PR's kernel tests are the default branch's, run above: nothing more to run")
+            else:
+                theirs = [sys.executable, *PYTEST, *changed, *extra]
+                env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), "TRITON_CACHE_DIR": str(cache)}
+                second = run(
+                    f"the PR's own kernel tests that differ from the default branch's ({len(changed)} files), in "
+                    f"{candidate}",
+                    theirs,
+                    no_sandbox=args.no_sandbox,
+                    cwd=candidate,
+                    read=[candidate],
+                    cache=cache,
+                    env=env,
+                )
     except kernel_source.SourceError as error:
         print(f"gpu-tests: {' '.join(str(error).splitlines())} (exit 2)", file=sys.stderr)
         return 2

@@ -387,7 +387,7 @@ def test_a_head_without_an_nf4kernel_package_is_refused_in_one_line(commits_of_a
 
 def test_a_probe_whose_answer_is_not_json_is_refused(monkeypatch, tmp_path):
     done = subprocess.CompletedProcess([], 0, "Segmentation fault (core dumped)\n", "")
-    monkeypatch.setattr(paired_rounds.subprocess, "run", lambda *a, **k: done)
+    monkeypatch.setattr(paired_rounds.sandbox, "run", lambda *a, **k: done)
     with pytest.raises(paired_rounds.MeasureError, match="the probe's last line is not JSON") as error:
         paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
     assert error.value.exit_code == 2
