@@ -2,6 +2,7 @@
 
     python3 -m harness.approval approve      # job `approve`: outputs candidate, trusted, base, pr
     python3 -m harness.approval report --sha SHA --tests R --gate R --regression R   # job `report`
+    python3 -m harness.approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
 
 The rule (docs/gpu-approval.md): a pull request's commit runs on the GPU runner only after someone
 with write access comments ``/gpu-approve <hash>``, naming in full the commit they reviewed, and
@@ -190,6 +191,33 @@ def report(github: GitHub, sha: str, results: dict[str, str], target_url: str) -
     return body
 
 
+MAIN_TITLE = "GPU checks fail on main"
+FAILED = ("failure", "cancelled")  # a job skipped (no tip before a push: no regression check) is no failure
+
+
+def on_main(github: GitHub, sha: str, results: dict[str, str], run_url: str) -> str:
+    """After a push to main: one open issue while its GPU checks fail (opened, then a comment per
+    failing push), closed by the first push whose checks all pass. Says what it did."""
+    failed = {job: result for job, result in results.items() if result in FAILED}
+    found = github.call("GET", "issues?state=open&per_page=100")
+    if not isinstance(found, list):
+        raise Refused(f"GitHub's list of issues was not a list: {str(found)[:80]}")
+    issue = next((i for i in found if i.get("title") == MAIN_TITLE and "pull_request" not in i), None)
+    what = ", ".join(f"{job}: {result}" for job, result in results.items())
+    if failed:
+        text = f"The GPU checks of {sha} on main: {what} ([run]({run_url}))."
+        if issue is None:
+            made = github.call("POST", "issues", {"title": MAIN_TITLE, "body": text})
+            return f"opened #{made.get('number')} {MAIN_TITLE!r}"
+        github.call("POST", f"issues/{issue['number']}/comments", {"body": text})
+        return f"commented on #{issue['number']} {MAIN_TITLE!r}"
+    if issue is None:
+        return "every GPU check passed; no open issue"
+    github.call("POST", f"issues/{issue['number']}/comments", {"body": f"Passing again at {sha}: {what}."})
+    github.call("PATCH", f"issues/{issue['number']}", {"state": "closed", "state_reason": "completed"})
+    return f"closed #{issue['number']} {MAIN_TITLE!r}"
+
+
 class BadEnvironment(Exception):
     """A variable the job needs is unset, or the event file can't be read: exit 2."""
 
@@ -235,8 +263,11 @@ def command_line() -> argparse.ArgumentParser:
     commands.add_parser("approve", help="decide what runs for this event (GitHub's environment variables)")
     status = commands.add_parser("report", help="post the `gpu` commit status")
     status.add_argument("--sha", required=True, type=full_hash)
-    for job in ("tests", "gate", "regression"):
-        status.add_argument(f"--{job}", required=True, help=f"the {job} job's result")
+    pushed = commands.add_parser("main", help="after a push to main: open, comment on or close its issue")
+    pushed.add_argument("--sha", required=True, type=full_hash)
+    for command in (status, pushed):
+        for job in ("tests", "gate", "regression"):
+            command.add_argument(f"--{job}", required=True, help=f"the {job} job's result")
     return parser
 
 
@@ -249,6 +280,8 @@ def main(argv=None) -> int:
             os.environ.get("GH_TOKEN", ""),
             variable("GITHUB_REPOSITORY"),
         )
+        if args.command == "main":
+            return post_on_main(args, github)
         return post_report(args, github) if args.command == "report" else decide_approval(github)
     except BadEnvironment as error:
         print(f"::error::{' '.join(str(error).splitlines())}")
@@ -265,6 +298,18 @@ def post_report(args, github: GitHub) -> int:
         return 1
     print(f"status {STATUS_CONTEXT!r} on {args.sha}: {posted['state']} ({posted['description']})")
     return 0
+
+
+def post_on_main(args, github: GitHub) -> int:
+    run_url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{github.repository}/actions/runs/"
+    results = {"GPU tests": args.tests, "gate": args.gate, "regression": args.regression}
+    try:
+        done = on_main(github, args.sha, results, run_url + os.environ.get("GITHUB_RUN_ID", ""))
+    except Refused as error:
+        print(f"::error::{error}")
+        return 1
+    print(done)
+    return 1 if any(result in FAILED for result in results.values()) else 0  # red on main
 
 
 def decide_approval(github: GitHub) -> int:

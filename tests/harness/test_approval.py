@@ -291,3 +291,16 @@ def test_report_refuses_a_sha_that_is_no_full_commit_hash(capsys, sha):
     with pytest.raises(SystemExit) as stopped:
         approval.main(["report", "--sha", sha, "--tests", "success", "--gate", "success", "--regression", "success"])
     assert stopped.value.code == 2 and "is not a full 40-character commit hash" in capsys.readouterr().err
+
+
+def test_a_failing_push_to_main_opens_one_issue_comments_on_it_and_a_passing_one_closes_it(github):
+    fake, api = github
+    passed = {"GPU tests": "success", "gate": "success", "regression": "skipped"}
+    assert approval.on_main(api, HEAD, passed, "run") == "every GPU check passed; no open issue"
+    failed = {**passed, "regression": "failure"}
+    assert approval.on_main(api, HEAD, failed, "run").startswith("opened #")
+    assert approval.on_main(api, BASE, failed, "run").startswith("commented on #")
+    ((number, issue),) = fake.issues.items()
+    assert issue.title == approval.MAIN_TITLE and HEAD in issue.body and BASE in issue.comments[-1]
+    assert approval.on_main(api, MAIN, passed, "run").startswith("closed #")
+    assert fake.issues[number].state == "closed" and len(fake.issues) == 1

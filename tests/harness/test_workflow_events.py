@@ -196,6 +196,7 @@ def test_a_push_to_main_runs_the_gpu_jobs_and_the_history(tmp_path, main_sha):
         [
             *CI_JOBS,
             ("gpu.yml", "approve", ""),
+            ("gpu.yml", "on-main", ""),
             ("history.yml", "changepoints", ""),
             ("history.yml", "deploy", ""),
             ("history.yml", "store", ""),
