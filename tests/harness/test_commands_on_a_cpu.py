@@ -168,6 +168,7 @@ DOCUMENTED = [
     Documented("nox -s rehearse -- noop", 4, REHEARSE_NO_GPU, also=("nox -s rehearse -- SCENARIO",)),
     Documented("nox -s rehearse -- slow", 4, REHEARSE_NO_GPU),
     Documented("nox -s rehearse -- self-pass", 4, REHEARSE_NO_GPU),
+    Documented("nox -s rehearse -- hostile", 4, REHEARSE_NO_GPU),
     Documented("nox -s rehearse -- push", 4, REHEARSE_NO_GPU),
     Documented("nox -l", 0, "bench"),
     # A site of its own in {tmp}: none is built there, so preview says how to build one and exits 1
@@ -282,4 +283,4 @@ def test_what_needs_no_gpu_does_its_job(tmp_path):
     listed = run(sys.executable, "-m", "harness.history", "list", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
     scenarios = run(sys.executable, "-m", "harness.rehearse", "--list", cwd=tmp_path)
-    assert scenarios.returncode == 0 and len(scenarios.stdout.splitlines()) == 4
+    assert scenarios.returncode == 0 and len(scenarios.stdout.splitlines()) == 5  # noop, slow, self-pass, hostile, push
