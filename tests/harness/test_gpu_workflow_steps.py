@@ -10,7 +10,7 @@ import sys
 import pytest
 from cpu_world import PLANTED_2X, SLOW_2X, UNPLANTED, gpu_steps_replaced, run
 
-from harness import act, rehearse
+from harness import act, rehearse, sandbox
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -153,3 +153,37 @@ def test_a_push_to_main_runs_the_gpu_jobs_and_stores_the_history_at_that_commit(
     stored = rehearse.git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin)
     assert f"h200/{world.main[:8]}-existing-py3.12.json" in stored.splitlines()
     assert world.fake.statuses == []  # a push has no PR to report to
+
+
+def hostile_import(world, head: str, sandboxed: bool) -> rehearse.Run:
+    """gpu.yml for the hostile PR, with its kernel imported where the gate's measuring step imports
+    it, in the job itself (act's real $RUNNER_TEMP and file-command files): sandboxed, as the step now
+    runs it, or plainly, as the measuring process ran it before. The recorded 2x measurement stands in
+    for the timing."""
+    replaced = gpu_steps_replaced(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
+    step = replaced[("gate", "measure")]
+    staged = '"$RUNNER_TEMP/../staged-kernel"'
+    stage = f"rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/"
+    argv = f"python -P -c 'import sys; sys.path.insert(0, sys.argv[1]); import nf4kernel' {staged}"
+    where = f"python -m harness.sandbox --read {staged} -- " if sandboxed else ""
+    replaced[("gate", "measure")] = {**step, "run": f"{stage}\n{where}{argv}\n{step['run']}"}
+    payload = world.comment_event(f"/gpu-approve {head}")
+    return run(world, "issue_comment", payload, ("gpu.yml",), replaced)
+
+
+@pytest.mark.skipif(sandbox.why_not() is not None, reason="no sandbox here (Debian's bubblewrap)")
+def test_a_hostile_kernels_bash_env_reaches_the_decision_plainly_and_not_from_the_sandbox(world):
+    """The hole: an approved nf4kernel/__init__.py, imported by the measuring process as the job's user,
+    wrote BASH_ENV into $GITHUB_ENV; every later step sourced its script, which handed in the base's
+    record as the PR's. Plainly, that route still reaches the decide step (which now refuses a record
+    of another commit); from the sandbox it reaches nothing, and the 2x plant fails on its figures."""
+    head = world.commit_pr(rehearse.plant_hostile)
+    plain = hostile_import(world, head, sandboxed=False)
+    assert plain.results["gate"] == "failure", log(plain)[-3000:]
+    assert "kernel.commit" in log(plain) and "not the expected" in log(plain)  # the base's record, handed in
+    world.fake.statuses.clear()
+    boxed = hostile_import(world, head, sandboxed=True)
+    assert boxed.results["gate"] == "failure", log(boxed)[-3000:]
+    assert "not the expected" not in log(boxed)
+    assert "dropped 36.4% from the base's" in log(boxed)  # decided on the PR's own (2x) record
+    assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
