@@ -6,6 +6,7 @@ The rule itself: test_regression_rule.py."""
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -15,7 +16,7 @@ import pytest
 import recorded
 import torch
 
-from harness import paired_rounds, power, regression, regression_rule
+from harness import paired_rounds, power, regression, regression_rule, sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
@@ -172,6 +173,10 @@ def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypat
     torch.cuda.is_available(),
     reason="a GPU machine's regression job measures this on the GPU; the interpreter's ten processes "
     "beside 16 xdist workers took over 3 minutes of the GPU test job on an H100",
+)
+@pytest.mark.skipif(
+    sandbox.why_not() is not None and not os.environ.get("NF4KERNEL_REQUIRE_SANDBOX"),
+    reason=f"each kernel's process runs in bubblewrap's sandbox, and there is none here: {sandbox.why_not()}",
 )
 def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path, capsys):
     """The whole measurement on the CPU: two commits' kernels staged, a process each per round in the
