@@ -157,33 +157,42 @@ def test_a_push_to_main_runs_the_gpu_jobs_and_stores_the_history_at_that_commit(
 
 def hostile_import(world, head: str, sandboxed: bool) -> rehearse.Run:
     """gpu.yml for the hostile PR, with its kernel imported where the gate's measuring step imports
-    it, in the job itself (act's real $RUNNER_TEMP and file-command files): sandboxed, as the step now
-    runs it, or plainly, as the measuring process ran it before. The recorded 2x measurement stands in
-    for the timing."""
+    it, in the job itself (act's real $RUNNER_TEMP and file-command files, the trusted checkout as the
+    working directory, another kernel's staged copy in the temporary folder): sandboxed, as the step
+    now runs it, or plainly, as the measuring process ran it before. Each route that worked says so;
+    the recorded 2x measurement then stands in for the timing."""
     replaced = gpu_steps_replaced(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     step = replaced[("gate", "measure")]
     staged = '"$RUNNER_TEMP/../staged-kernel"'
-    stage = f"rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/"
-    argv = f"python -P -c 'import sys; sys.path.insert(0, sys.argv[1]); import nf4kernel' {staged}"
-    where = f"python -m harness.sandbox --read {staged} -- " if sandboxed else ""
-    replaced[("gate", "measure")] = {**step, "run": f"{stage}\n{where}{argv}\n{step['run']}"}
+    where = f"python -m harness.sandbox --read {staged} --read . --cwd . -- " if sandboxed else ""
+    script = f"""rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/
+other=$(mktemp -d /tmp/nf4kernel-other-XXXX) && mkdir "$other/nf4kernel" && : > "$other/nf4kernel/__init__.py"
+{where}python -c 'import sys; sys.path.insert(0, sys.argv[1]); import nf4kernel' {staged}
+if [ -s "$other/nf4kernel/__init__.py" ]; then echo "ROUTE: the other kernel's staged copy was changed"; fi
+if ! git diff --quiet -- harness; then echo "ROUTE: the trusted harness was changed"; git checkout -- harness; fi
+rm -rf "$other"
+{step["run"]}"""
+    replaced[("gate", "measure")] = {**step, "run": script}
     payload = world.comment_event(f"/gpu-approve {head}")
     return run(world, "issue_comment", payload, ("gpu.yml",), replaced)
 
 
 @pytest.mark.skipif(sandbox.why_not() is not None, reason="no sandbox here (Debian's bubblewrap)")
-def test_a_hostile_kernels_bash_env_reaches_the_decision_plainly_and_not_from_the_sandbox(world):
+def test_a_hostile_kernels_routes_work_plainly_and_none_from_the_sandbox(world):
     """The hole: an approved nf4kernel/__init__.py, imported by the measuring process as the job's user,
-    wrote BASH_ENV into $GITHUB_ENV; every later step sourced its script, which handed in the base's
-    record as the PR's. Plainly, that route still reaches the decide step (which now refuses a record
-    of another commit); from the sandbox it reaches nothing, and the 2x plant fails on its figures."""
+    wrote BASH_ENV into $GITHUB_ENV (every later step sourced its script, which handed in the base's
+    record as the PR's), rewrote the trusted harness and the other kernel's staged copy. Plainly, each
+    route still works (the decide step now refuses a record of another commit); from the sandbox none
+    does, and the 2x plant fails on its own figures."""
     head = world.commit_pr(rehearse.plant_hostile)
     plain = hostile_import(world, head, sandboxed=False)
     assert plain.results["gate"] == "failure", log(plain)[-3000:]
     assert "kernel.commit" in log(plain) and "not the expected" in log(plain)  # the base's record, handed in
+    assert "ROUTE: the other kernel's staged copy was changed" in log(plain)
+    assert "ROUTE: the trusted harness was changed" in log(plain)
     world.fake.statuses.clear()
     boxed = hostile_import(world, head, sandboxed=True)
     assert boxed.results["gate"] == "failure", log(boxed)[-3000:]
-    assert "not the expected" not in log(boxed)
+    assert "not the expected" not in log(boxed) and "ROUTE:" not in log(boxed)
     assert "dropped 36.4% from the base's" in log(boxed)  # decided on the PR's own (2x) record
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]

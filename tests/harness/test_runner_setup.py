@@ -27,7 +27,10 @@ args = sys.argv[1:]
 body = sys.stdin.read() if "--input" in args else ""
 with open(os.environ["GH_CALLS"], "a") as log:
     log.write(json.dumps({"args": args, "body": body}) + "\\n")
-READS = {"orgs/acme/actions/runner-groups/7": "orgs/acme/actions/runner-groups", "repos/%(repo)s/rulesets/7": "repos/%(repo)s/rulesets"}
+READS = {
+    "orgs/acme/actions/runner-groups/7": "orgs/acme/actions/runner-groups",
+    "repos/%(repo)s/rulesets/7": "repos/%(repo)s/rulesets",
+}
 if args[:2] == ["api", "repos/%(repo)s"]:
     print(42)
 elif "-X" in args and args[args.index("-X") + 1] == "POST":
