@@ -59,9 +59,7 @@ def configure(tmp_path: Path, readback: str | None = None) -> tuple[subprocess.C
     if readback is not None:
         (tmp_path / "readback.py").write_text(readback)
         env["GH_READBACK"] = str(tmp_path / "readback.py")
-    done = subprocess.run(
-        ["bash", str(SCRIPTS / "configure-github.sh"), REPO], env=env, capture_output=True, text=True
-    )
+    done = subprocess.run(["bash", str(SCRIPTS / "configure-github.sh"), REPO], env=env, capture_output=True, text=True)
     return done, [json.loads(line) for line in calls.read_text().splitlines()]
 
 
@@ -129,12 +127,15 @@ def test_configure_github_reads_its_settings_back_and_passes_when_all_are_in_for
 
 def test_configure_github_fails_naming_the_plan_where_the_workflow_restriction_is_dropped(tmp_path):
     # A plan without "selected workflows" for runner groups: GitHub keeps the group, not the list.
-    done, _ = configure(tmp_path, readback="""
+    done, _ = configure(
+        tmp_path,
+        readback="""
 def edit(path, answer):
     if "runner-groups" in path:
         answer.update(restricted_to_workflows=False, selected_workflows=[])
     return answer
-""")
+""",
+    )
     assert done.returncode != 0
     problems = [line for line in done.stderr.splitlines() if line.startswith("not in force:")]
     assert len(problems) == 2, done.stderr
@@ -144,7 +145,9 @@ def edit(path, answer):
 
 
 def test_configure_github_fails_where_the_gpu_status_is_not_pinned_or_not_strict(tmp_path):
-    done, _ = configure(tmp_path, readback="""
+    done, _ = configure(
+        tmp_path,
+        readback="""
 def edit(path, answer):
     for rule in answer.get("rules", []):
         if rule["type"] == "required_status_checks":
@@ -152,7 +155,8 @@ def edit(path, answer):
             for check in rule["parameters"]["required_status_checks"]:
                 check.pop("integration_id")
     return answer
-""")
+""",
+    )
     assert done.returncode != 0
     problems = [line for line in done.stderr.splitlines() if line.startswith("not in force:")]
     assert len(problems) == 2, done.stderr
@@ -162,13 +166,16 @@ def edit(path, answer):
 
 
 def test_configure_github_fails_where_the_ruleset_is_not_active_or_loses_a_rule(tmp_path):
-    done, _ = configure(tmp_path, readback="""
+    done, _ = configure(
+        tmp_path,
+        readback="""
 def edit(path, answer):
     if "rulesets" in path:
         answer["enforcement"] = "disabled"
         answer["rules"] = [rule for rule in answer["rules"] if rule["type"] != "non_fast_forward"]
     return answer
-""")
+""",
+    )
     assert done.returncode != 0
     name = gh.POLICY["ruleset"]
     assert f'ruleset "{name}": enforcement is "disabled", wants "active"' in done.stderr
