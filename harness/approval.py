@@ -280,36 +280,28 @@ def main(argv=None) -> int:
             os.environ.get("GH_TOKEN", ""),
             variable("GITHUB_REPOSITORY"),
         )
-        if args.command == "main":
-            return post_on_main(args, github)
-        return post_report(args, github) if args.command == "report" else decide_approval(github)
+        return decide_approval(github) if args.command == "approve" else post_results(args, github)
     except BadEnvironment as error:
         print(f"::error::{' '.join(str(error).splitlines())}")
         return EXIT_BAD_INPUT
 
 
-def post_report(args, github: GitHub) -> int:
+def post_results(args, github: GitHub) -> int:
+    """``report`` (the commit status on a PR's approved commit) or ``main`` (the issue after a push):
+    the GPU jobs' results, passed on; exit 1 where GitHub refused, or where a check failed on main."""
     run_url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{github.repository}/actions/runs/"
+    run_url += os.environ.get("GITHUB_RUN_ID", "")
     results = {"GPU tests": args.tests, "gate": args.gate, "regression": args.regression}
     try:
-        posted = report(github, args.sha, results, run_url + os.environ.get("GITHUB_RUN_ID", ""))
+        if args.command == "main":
+            print(on_main(github, args.sha, results, run_url))
+            return 1 if any(result in FAILED for result in results.values()) else 0  # red on main
+        posted = report(github, args.sha, results, run_url)
     except Refused as error:
         print(f"::error::{error}")
         return 1
     print(f"status {STATUS_CONTEXT!r} on {args.sha}: {posted['state']} ({posted['description']})")
     return 0
-
-
-def post_on_main(args, github: GitHub) -> int:
-    run_url = f"{os.environ.get('GITHUB_SERVER_URL', 'https://github.com')}/{github.repository}/actions/runs/"
-    results = {"GPU tests": args.tests, "gate": args.gate, "regression": args.regression}
-    try:
-        done = on_main(github, args.sha, results, run_url + os.environ.get("GITHUB_RUN_ID", ""))
-    except Refused as error:
-        print(f"::error::{error}")
-        return 1
-    print(done)
-    return 1 if any(result in FAILED for result in results.values()) else 0  # red on main
 
 
 def decide_approval(github: GitHub) -> int:
