@@ -59,9 +59,7 @@ def measure(args) -> dict:
         print(f"[gate] measuring {kernel.describe()} in bubblewrap's sandbox", flush=True)
         started = time.perf_counter()
         try:
-            done = sandbox.run(
-                child, timeout=TIMEOUT_S, read=[kernel.path, ROOT, Path(inputs)], write=[cache], env=env, cwd=None
-            )
+            done = sandbox.run(child, timeout=TIMEOUT_S, read=[kernel.path, ROOT, Path(inputs)], write=[cache], env=env)
         except subprocess.TimeoutExpired:
             raise ValueError(f"the sandboxed measurement ran past {TIMEOUT_S} s and was ended") from None
         wall = time.perf_counter() - started

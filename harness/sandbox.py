@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -99,8 +100,6 @@ def python_paths(python: str, exclude: list[Path]) -> list[str]:
     done = subprocess.run([python, "-P", "-c", code], capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise Unavailable(f"{python} could not list its path: {(done.stderr.strip().splitlines() or ['?'])[-1]}")
-    import json
-
     out = []
     excluded = [os.path.realpath(p) for p in exclude]
     for entry in json.loads(done.stdout):
