@@ -86,15 +86,6 @@ def environment(with_unsloth: bool = True) -> dict:
     return env
 
 
-def cuda_here() -> bool:
-    """Whether torch sees a CUDA GPU, without making a CUDA context in this (the trusted) process."""
-    try:
-        import torch
-    except ImportError:
-        return False
-    return torch.cuda.is_available()
-
-
 def check_correctness(mlps, impls) -> list[dict]:
     """Every weight bit-identical to bitsandbytes and to Unsloth; ``X @ W.t()`` through it matching the
     module's own forward: bit-identical where cuBLAS picks the same algorithm for both operand
@@ -525,7 +516,7 @@ def run(args) -> int:
         bases = read_baselines(args.baseline or [])
         base = decision.pool(bases) if bases else None
         # Without a CUDA GPU nothing is measured and the kernel under test is never imported: exit 4 here.
-        if args.kernel and not (args.replay or args.aa or args.no_sandbox) and cuda_here():
+        if args.kernel and not (args.replay or args.aa or args.no_sandbox) and gpu_state.gpu_here():
             from harness import gate_sandbox  # the kernel under test runs in a sandboxed child; this process checks
 
             record = gate_sandbox.measure(args)

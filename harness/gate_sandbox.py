@@ -14,9 +14,10 @@ and checks it before anything decides on it:
   allowed is refused; one that reports itself faster is not caught here (docs/gpu-approval.md, "What
   a sandboxed kernel can still do").
 
-The child sees the trusted tree and the staged kernel read-only, a compile cache of the kernel's own
-read-write, and the base records it compares with (copied into a folder of their own); nothing of
-the job's (``$RUNNER_TEMP``, the workspace, ``$GITHUB_ENV``) and no network.
+The child sees the trusted tree and the staged kernel read-only, the compile cache of the kernel's
+commit read-write (``sandbox.kernel_cache``: warm from that commit's last run, no other kernel's),
+and the base records it compares with (copied into a folder of their own); nothing of the job's
+(``$RUNNER_TEMP``, the workspace, ``$GITHUB_ENV``) and no network.
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def measure(args) -> dict:
             copy = Path(inputs) / f"baseline-{i}.json"
             shutil.copyfile(path, copy)
             child += ["--baseline", str(copy)]
-        cache = kernel.path / ".triton-cache"
+        cache = sandbox.kernel_cache(kernel.commit)
         inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env = {"PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]), "TRITON_CACHE_DIR": str(cache)}
+        env = {"PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]), **sandbox.cache_env(cache)}
         print(f"[gate] measuring {kernel.describe()} in bubblewrap's sandbox", flush=True)
         started = time.perf_counter()
         try:

@@ -10,6 +10,7 @@ its absence must never stop one.
                             or {"unavailable": "<why>"}
     is_throttled(state)  -> the reasons that slow a kernel down (see SLOWDOWNS)
     versions()           -> driver, CUDA, torch, Triton, bitsandbytes, Unsloth (None where absent)
+    gpu_here()           -> whether an NVIDIA GPU is usable here, without importing torch
 """
 
 from __future__ import annotations
@@ -324,3 +325,17 @@ def smi_driver(run=subprocess.run) -> str | None:
         return None
     lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
     return lines[0].strip() if lines else None
+
+
+def gpu_here() -> bool:
+    """An NVIDIA GPU a process started from here could use, asked of the driver (``nvidia-smi``), not
+    torch: a process that only starts others (the rehearsal, the gate's trusted parent) skips torch's
+    import and CUDA's start, a few seconds. nvidia-smi ignores CUDA_VISIBLE_DEVICES; CUDA doesn't: an
+    empty value (how the CPU tests hide the GPU of a GPU machine) means none, as it does for torch."""
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
+        return False
+    try:
+        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and "GPU" in done.stdout

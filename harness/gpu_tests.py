@@ -83,12 +83,12 @@ def main(argv=None) -> int:
     candidate = args.candidate.resolve()
     try:
         with kernel_source.staged(str(candidate)) as kernel:
-            cache = kernel.path / ".triton-cache"
+            cache = sandbox.kernel_cache(kernel.commit)  # the PR's commit's: both runs run its code
             env = {
                 # The staged kernel ahead of this checkout (whose benchmarks/ and harness/ the tests import).
                 "PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]),
                 "NF4KERNEL_UNDER_TEST": str(kernel.path),
-                "TRITON_CACHE_DIR": str(cache),
+                **sandbox.cache_env(cache),
             }
             # -o pythonpath=: pyproject's pythonpath = ["."] would put this checkout's nf4kernel first.
             ours = [sys.executable, *PYTEST, "-o", "pythonpath=", "--rootdir", str(ROOT), str(ROOT / "tests")]
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
                 print("gpu-tests: the PR's kernel tests are the default branch's, run above: nothing more to run")
             else:
                 theirs = [sys.executable, *PYTEST, *changed, *extra]
-                env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), "TRITON_CACHE_DIR": str(cache)}
+                env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), **sandbox.cache_env(cache)}
                 second = run(
                     f"the PR's own kernel tests that differ from the default branch's ({len(changed)} files), in "
                     f"{candidate}",

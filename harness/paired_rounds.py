@@ -5,7 +5,7 @@ A round is one fresh process of each kernel, back to back, BASE first in odd rou
 in even ones (``benchmarks/_kernel_samples.py``: every call's time, per weight). Each process runs
 the kernel staged alone from its commit (``kernel_source``) with this checkout's ruler, and says
 where it imported nf4kernel from; a process that ran another copy is refused. One discarded process
-of each kernel comes first: it compiles both kernels into the Triton cache and brings the GPU out
+of each kernel comes first: it compiles both kernels into their caches and brings the GPU out
 of idle, which a first round would otherwise pay for one side only.
 
 The record (what ``regression --replay`` decides from)::
@@ -23,7 +23,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness import regression_rule, sandbox
+from harness import kernel_source, regression_rule, sandbox
 
 ROOT = Path(__file__).resolve().parents[1]
 SIDES = ("base", "head")
@@ -41,24 +41,26 @@ class MeasureError(RuntimeError):
         self.exit_code = exit_code
 
 
-def run_side(staged: Path, keys: list[str], device: str) -> dict:
+def run_side(kernel: kernel_source.Staged, keys: list[str], device: str) -> dict:
     """One process of one kernel: ``benchmarks/_kernel_samples.py``'s JSON, on its stdout (a pipe to
     this process, which never imports either kernel). It runs in bubblewrap's sandbox
-    (``sandbox.py``): the staged kernel and this checkout read-only, a compile cache of that kernel's
-    own read-write, nothing of the job's and nothing of the other kernel's; it starts in ``staged``
-    (sys.path[0]: the staged nf4kernel, ahead of this checkout's), with this checkout on PYTHONPATH
-    for the ruler. Without a sandbox here (``NO_SANDBOX``, set by --no-sandbox), a plain process."""
+    (``sandbox.py``): the staged kernel and this checkout read-only, the compile cache of that
+    kernel's commit read-write (``sandbox.kernel_cache``), nothing of the job's and nothing of the
+    other kernel's; it starts in the staged folder (sys.path[0]: the staged nf4kernel, ahead of this
+    checkout's), with this checkout on PYTHONPATH for the ruler. Without a sandbox here
+    (``NO_SANDBOX``, set by --no-sandbox), a plain process."""
     # The caller's PYTHONPATH stays behind them: where the runner's packages may come from
     # (bitsandbytes on the GPU image's bundle), never ahead of the staged kernel.
+    staged = kernel.path
     path = [str(staged), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     command = [sys.executable, "-m", "benchmarks._kernel_samples", "--device", device, "--keys", *keys]
-    cache = staged / ".triton-cache"
+    cache = sandbox.kernel_cache(kernel.commit)
+    env = {"PYTHONPATH": os.pathsep.join(path), **sandbox.cache_env(cache)}
     try:
         if NO_SANDBOX:
-            env = {**os.environ, "PYTHONPATH": os.pathsep.join(path), "TRITON_CACHE_DIR": str(cache)}
+            env = {**os.environ, **env}
             done = subprocess.run(command, cwd=staged, env=env, capture_output=True, text=True, timeout=TIMEOUT_S)
         else:
-            env = {"PYTHONPATH": os.pathsep.join(path), "TRITON_CACHE_DIR": str(cache)}
             view = {"read": [staged, ROOT], "write": [cache], "cwd": staged, "env": env}
             done = sandbox.run(command, timeout=TIMEOUT_S, stderr=subprocess.PIPE, **view)
     except subprocess.TimeoutExpired:
@@ -93,7 +95,7 @@ def probe_output(line: str, staged: Path) -> dict:
     return found
 
 
-def run_pass(staged: dict[str, Path], keys: list[str], rounds: int, device: str, log=print) -> dict:
+def run_pass(staged: dict[str, kernel_source.Staged], keys: list[str], rounds: int, device: str, log=print) -> dict:
     """``rounds`` paired rounds of ``keys``: one record pass."""
     found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": []}
     for r in range(rounds):
@@ -112,7 +114,7 @@ def run_pass(staged: dict[str, Path], keys: list[str], rounds: int, device: str,
 
 
 def measure(
-    staged: dict[str, Path],
+    staged: dict[str, kernel_source.Staged],
     keys: list[str],
     device: str = "cuda",
     first_rounds: int = FIRST_ROUNDS,

@@ -225,7 +225,7 @@ def measure(args, base: str, head: str) -> dict | int:
             for sha, kernel in ((base, staged_base), (head, staged_head)):
                 print(f"regression: {sha[:8]}: {kernel.describe()}", flush=True)
             return paired_rounds.measure(
-                {"base": staged_base.path, "head": staged_head.path},
+                {"base": staged_base, "head": staged_head},
                 weights,
                 device=args.device,
                 first_rounds=args.rounds,

@@ -56,6 +56,7 @@ import yaml
 
 from harness import act
 from harness.fake_github import FakeGitHub, Pull, Serving
+from harness.gpu_state import gpu_here
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDINS = ROOT / "harness" / "standins"
@@ -523,18 +524,6 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
     lines += [f"{job}: {info['result']} in {info['wall_s']} s" for job, info in jobs.items()]
     lines += [f"problem: {p}" for p in problems] or ["every expectation held"]
     (out / "verdict.txt").write_text("\n".join(lines) + "\n")
-
-
-def gpu_here() -> bool:
-    """An NVIDIA GPU the jobs could use. nvidia-smi ignores CUDA_VISIBLE_DEVICES; CUDA doesn't: an
-    empty value (how the CPU tests hide the GPU of a GPU machine) means none, as it does for torch."""
-    if os.environ.get("CUDA_VISIBLE_DEVICES", "unset").strip() in ("", "-1"):
-        return False
-    try:
-        done = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0 and "GPU" in done.stdout
 
 
 def main(argv=None) -> int:

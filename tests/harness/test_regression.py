@@ -17,6 +17,7 @@ import recorded
 import torch
 
 from harness import paired_rounds, power, regression, regression_rule, sandbox
+from harness.kernel_source import Staged
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
@@ -112,10 +113,10 @@ def test_bad_arguments_exit_2_naming_the_problem(argv, why, capsys):
 def fake_side(timings):
     """A ``run_side`` that answers from ``timings[side]`` (seconds per key) instead of a GPU process."""
 
-    def run_side(staged, keys, device):
-        side = staged.name
+    def run_side(kernel, keys, device):
+        side = kernel.path.name
         return {
-            "nf4kernel": str(staged / "nf4kernel" / "__init__.py"),
+            "nf4kernel": str(kernel.path / "nf4kernel" / "__init__.py"),
             "device": "a fake GPU",
             "samples": {k: [timings[side][k]] for k in keys},
             "bytes": {k: recorded.packed_bytes(k) for k in keys},
@@ -129,7 +130,7 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     base = recorded.history_run(recorded.SAME_KERNEL[0])
     head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
     monkeypatch.setattr(paired_rounds, "run_side", fake_side({"base": base, "head": head}))
-    staged = {"base": tmp_path / "base", "head": tmp_path / "head"}
+    staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
     found = paired_rounds.measure(staged, KEYS, log=lambda _: None)
     first, second = found["passes"]
     assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
@@ -149,23 +150,28 @@ def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
     done = subprocess.CompletedProcess([], 0, probe_answer(str(ROOT / "nf4kernel" / "__init__.py")), "")
     monkeypatch.setattr(paired_rounds.sandbox, "run", lambda *a, **k: done)
     with pytest.raises(paired_rounds.MeasureError, match="not the kernel staged in"):
-        paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
+        paired_rounds.run_side(Staged("a" * 40, tmp_path), KEYS[:1], "cuda")
 
 
 def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypatch, tmp_path):
     """On the GPU image bitsandbytes came from PYTHONPATH: a probe that dropped it could not import it.
-    The process runs in the sandbox, seeing its staged kernel and this checkout, writing only its cache."""
+    The process runs in the sandbox, seeing its staged kernel and this checkout, writing only the
+    compile cache of its own commit, kept under the caller's Triton cache from run to run."""
     seen = {}
 
     def fake_run(command, timeout, cwd, env, read, write, **_):
-        seen.update(path=env["PYTHONPATH"].split(":"), read=read, write=write)
+        seen.update(env=env, read=read, write=write)
         return subprocess.CompletedProcess(command, 0, probe_answer(f"{cwd}/nf4kernel/__init__.py"), "")
 
     monkeypatch.setenv("PYTHONPATH", "/opt/site-packages")
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache-regression"))
     monkeypatch.setattr(paired_rounds.sandbox, "run", fake_run)
-    paired_rounds.run_side(tmp_path, ["4096x1024 bfloat16"], "cuda")
-    assert seen["path"] == [str(tmp_path), str(paired_rounds.ROOT), "/opt/site-packages"]
-    assert seen["read"] == [tmp_path, paired_rounds.ROOT] and seen["write"] == [tmp_path / ".triton-cache"]
+    paired_rounds.run_side(Staged("a" * 40, tmp_path / "stage"), ["4096x1024 bfloat16"], "cuda")
+    own = tmp_path / "triton-cache-regression" / "sandboxed" / ("a" * 40)
+    path = [str(tmp_path / "stage"), str(paired_rounds.ROOT), "/opt/site-packages"]
+    assert seen["env"]["PYTHONPATH"].split(":") == path
+    assert seen["read"] == [tmp_path / "stage", paired_rounds.ROOT] and seen["write"] == [own]
+    assert seen["env"]["TRITON_CACHE_DIR"] == str(own / "triton")
 
 
 @pytest.mark.timeout(600)
@@ -394,5 +400,5 @@ def test_a_probe_whose_answer_is_not_json_is_refused(monkeypatch, tmp_path):
     done = subprocess.CompletedProcess([], 0, "Segmentation fault (core dumped)\n", "")
     monkeypatch.setattr(paired_rounds.sandbox, "run", lambda *a, **k: done)
     with pytest.raises(paired_rounds.MeasureError, match="the probe's last line is not JSON") as error:
-        paired_rounds.run_side(tmp_path, KEYS[:1], "cuda")
+        paired_rounds.run_side(Staged("a" * 40, tmp_path), KEYS[:1], "cuda")
     assert error.value.exit_code == 2

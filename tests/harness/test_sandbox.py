@@ -184,3 +184,43 @@ def test_the_command_line_tool_runs_a_command_sandboxed_and_keeps_its_exit_code(
         timeout=60,
     )
     assert bad.returncode == 2 and "NAME=VALUE" in bad.stderr and "Traceback" not in bad.stderr
+
+
+CACHE_WRITER = """
+import os, pathlib
+own, other = pathlib.Path(os.environ["OWN"]), pathlib.Path(os.environ["OTHER"])
+print("found", sorted(p.name for p in own.iterdir()))
+(own / "compiled.bin").write_text("compiled")
+for target in (other / "compiled.bin", other.parent / "planted.bin"):
+    try:
+        target.write_text("planted")
+        print("wrote", target.name)
+    except OSError:
+        print("refused", target.name)
+"""
+
+
+def test_a_kernel_keeps_its_own_compile_cache_from_run_to_run_and_reaches_no_other(tmp_path, runner, monkeypatch):
+    """The caches live under the job's $TRITON_CACHE_DIR (in $RUNNER_TEMP, hidden from the sandbox):
+    a commit's folder is bound read-write into that commit's sandboxes only, so its second run finds
+    what its first compiled (warm, as an unsandboxed run is) and no run can touch another commit's."""
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(runner["temp"] / "triton-cache-gate"))
+    own, other = sandbox.kernel_cache("a" * 40), sandbox.kernel_cache("b" * 40)
+    assert own == runner["temp"] / "triton-cache-gate" / "sandboxed" / ("a" * 40)
+    other.mkdir(parents=True)
+    (other / "compiled.bin").write_text("the base's")
+    argv = [sys.executable, "-P", "-c", CACHE_WRITER]
+    runs = [
+        sandbox.run(argv, timeout=60, write=[own], env={"OWN": str(own), "OTHER": str(other)}).stdout for _ in range(2)
+    ]
+    # Beside its own folder it sees only the empty private folders bubblewrap made to hold the mount:
+    # another commit's cache isn't there, and what it writes there goes with the sandbox.
+    assert runs[0].splitlines()[:2] == ["found []", "refused compiled.bin"]
+    assert runs[1].splitlines()[0] == "found ['compiled.bin']"
+    assert (other / "compiled.bin").read_text() == "the base's" and not (other.parent / "planted.bin").exists()
+
+
+@pytest.mark.parametrize("commit", ["a" * 12, "HEAD", "../" + "a" * 37, "A" * 40, None])
+def test_a_kernel_cache_is_named_only_by_a_full_commit_hash(commit):
+    with pytest.raises(ValueError, match="full commit hash"):
+        sandbox.kernel_cache(commit)
