@@ -90,6 +90,26 @@ for step in "$@"; do
         "$scenario" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
       tar czf "$OUT/rehearse-$scenario.tgz" -C /tmp "rehearsal-$scenario"
       grep -E "^rehearsal |exit .* in [0-9]+ s\]" "$OUT/rehearse-$scenario.log" | tail -n 12 ;;
+    sandbox-overhead:*)
+      # The sandbox's cost on the gate's measurement: N runs each way, alternating which goes first,
+      # in a fresh clone of the bundled main (plain: --no-sandbox). Both keep their compile caches
+      # between runs (plain: Triton's, under $TRITON_CACHE_DIR; sandboxed: the commit's own beneath it),
+      # so the first run of each is the cold one. Wall times in timings.txt, logs in one archive.
+      runs=${step#sandbox-overhead:}; clone=/tmp/overhead-$$
+      git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      mkdir -p /tmp/overhead-logs; git -C "$clone" rev-parse HEAD | tee "$OUT/commit.txt"
+      for i in $(seq 1 "$runs"); do
+        if [ $((i % 2)) = 1 ]; then modes="plain sandbox"; else modes="sandbox plain"; fi
+        for mode in $modes; do
+          flag=(); [ "$mode" = plain ] && flag=(--no-sandbox)
+          start=$(date +%s.%N)
+          (cd "$clone" && PYTHONPATH=/tmp/site python3 -m harness.gate --measure-only --no-classic --kernel HEAD "${flag[@]}" \
+            --json "/tmp/overhead-logs/gate-$i-$mode.json") > "/tmp/overhead-logs/gate-$i-$mode.log" 2>&1
+          code=$?
+          echo "$i $mode $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s exit $code $(grep -h "^nf4kernel vs Unsloth" "/tmp/overhead-logs/gate-$i-$mode.log" | head -n 1)" | tee -a "$OUT/timings.txt"
+        done
+      done
+      tar czf "$OUT/overhead-logs.tgz" -C /tmp overhead-logs ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
