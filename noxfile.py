@@ -136,14 +136,14 @@ def bench(session: nox.Session) -> None:
 
     GPU: the full suite; CPU: the interpreter smoke benchmarks. Then ``asv preview`` (or ``nox -s
     preview``). ``nox --no-venv -s bench`` measures the machine's own torch build (the GPU runner's)."""
-    run_keeping_exit_code(session, "python", "-m", "harness.bench", *session.posargs, env=shared_env(session))
+    run_keeping_exit_code(session, "python", "-m", "harness.history.bench", *session.posargs, env=shared_env(session))
 
 
 @nox.session(default=False)
 def publish(session: nox.Session) -> None:
     """Builds the history site in .asv/html from the stored and committed results (asv publish)."""
     install(session, "-r", HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness.site", "publish", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.history.site", "publish", *session.posargs)
 
 
 @nox.session(default=False)
@@ -157,7 +157,7 @@ def preview(session: nox.Session) -> None:
     # reached too), then sends it SIGTERM, and waits terminate_timeout while it stops asv's server
     # (up to 10 s) before killing it: nox's defaults, 0.3 s and 0.2 s, kill it mid-stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    preview_args = ("python", "-m", "harness.site", "preview", *session.posargs)
+    preview_args = ("python", "-m", "harness.history.site", "preview", *session.posargs)
     run_keeping_exit_code(session, *preview_args, interrupt_timeout=1, terminate_timeout=20)
 
 
@@ -170,7 +170,9 @@ def regression(session: nox.Session) -> None:
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
 def backfill(session: nox.Session) -> None:
     """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
-    run_keeping_exit_code(session, "python", "-m", "harness.backfill", *session.posargs, env=shared_env(session))
+    run_keeping_exit_code(
+        session, "python", "-m", "harness.history.backfill", *session.posargs, env=shared_env(session)
+    )
 
 
 @nox.session(default=False)
@@ -181,7 +183,7 @@ def rehearse(session: nox.Session) -> None:
     Exits 4 without an NVIDIA GPU."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
     install(session, "-r", HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness.rehearse", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness.github.rehearse", *session.posargs)
 
 
 @nox.session(default=False)
@@ -190,7 +192,7 @@ def pins(session: nox.Session) -> None:
 
     Nothing is downloaded; set PIP_EXTRA_INDEX_URL as the installing steps do."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "harness.pins")
+    session.run("python", "-m", "harness.github.pins")
 
 
 @nox.session(default=False)
@@ -199,7 +201,7 @@ def act(session: nox.Session) -> None:
 
     setup-python's download is replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "harness.act_ci", *session.posargs)
+    session.run("python", "-m", "harness.github.act_ci", *session.posargs)
 
 
 @nox.session(default=True)
@@ -209,4 +211,4 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("actionlint")  # reads .github/actionlint.yaml for the self-hosted runner's labels
-    session.run("zizmor", "--offline", ".github/", "harness/standins/")  # and act's local stand-in actions
+    session.run("zizmor", "--offline", ".github/", "harness/github/standins/")  # and act's local stand-in actions

@@ -1,6 +1,6 @@
 """One side of one round of the regression check: every call's kernel time, for each weight asked
 for, from the nf4kernel first on this process's path (a commit's, staged by the harness). Prints one
-JSON line; the harness pairs BASE's and HEAD's processes into rounds (``harness/paired_rounds.py``).
+JSON line; the harness pairs BASE's and HEAD's processes into rounds (``harness/regression/paired_rounds.py``).
 
     python -m benchmarks._kernel_samples --keys "14336x4096 bfloat16" "4096x1024 float16"
     python -m benchmarks._kernel_samples --device cpu --keys "1024x512 bfloat16"   # the CPU smoke run
@@ -53,12 +53,12 @@ def _cpu_samples(call) -> list[float]:
 
 def _state_reader():
     """``read() -> snapshot``: the GPU's clocks, throttle reasons, temperature and power around each
-    weight's timing (evidence for an outlier; ``harness.gpu_state``, which the harness that started
+    weight's timing (evidence for an outlier; ``harness.core.gpu_state``, which the harness that started
     this process puts on its path), or a reader that says why there is none."""
     try:
-        from harness import gpu_state
+        from harness.core import gpu_state
     except ImportError as error:
-        why = {"unavailable": f"harness.gpu_state: {error}"}
+        why = {"unavailable": f"harness.core.gpu_state: {error}"}
         return lambda: why
     device = gpu_state.current_device()
     return lambda: gpu_state.snapshot(device)

@@ -29,7 +29,7 @@ import statistics
 import torch
 
 import nf4kernel
-from harness import workload
+from harness.core import workload
 from nf4kernel import launch_cache
 
 

@@ -1,4 +1,4 @@
-"""The gate's relative check (harness/decision.py: ``compare``, ``pool``) on the committed H200 gate
+"""The gate's relative check (harness/gate/decision.py: ``compare``, ``pool``) on the committed H200 gate
 runs: which planted slowdowns of nf4kernel it fails, beside the regression check's replay
 (scripts/rule_on_recorded_runs.py).
 
@@ -24,7 +24,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
 
 import recorded  # noqa: E402
 
-from harness import decision  # noqa: E402
+from harness.gate import decision  # noqa: E402
 
 FACTORS = (1.0, 1.06, 1.10, 1.15, 1.20, 1.25, 1.30, 1.50)
 

@@ -4,7 +4,7 @@
 #   bash scripts/gpu-session.sh env tests sweep perf gate host-cost
 #   bash scripts/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
 #   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
-#   bash scripts/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/rehearse.py), in a fresh clone
+#   bash scripts/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash scripts/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
 #   bash scripts/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's (issue 18)
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
@@ -54,7 +54,7 @@ for step in "$@"; do
       # Two scratch commits on top of main, never pushed: a planted ~2x slowdown (every planned
       # launch made twice) and a no-op. The first must exit 1 naming what got slower, the second 0.
       base=$(git rev-parse main)
-      git checkout -q -B scratch-slow "$base" && git apply harness/plants/2x.patch \
+      git checkout -q -B scratch-slow "$base" && git apply harness/github/plants/2x.patch \
         && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: every planned launch twice (planted 2x)"
       git checkout -q -B scratch-noop "$base" && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op"
       git checkout -q main
@@ -64,10 +64,10 @@ for step in "$@"; do
       tail -n 6 "$OUT/regression-noop.log" ;;
     power-noop:*|power-ladder|power-gate)
       # Issue 21: no-op regression runs, the planted ladder, the gate's relative check on it
-      # (harness/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
+      # (harness/tuning/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
       what=${step#power-}; what=${what%%:*}; runs=${step#power-noop:}
       [ "$what" = noop ] && extra=(--runs "$runs") || extra=()
-      timed python3 -m harness.power "$what" --out "$OUT/power" "${extra[@]}" > "$OUT/power-$what.log" 2>&1
+      timed python3 -m harness.tuning.power "$what" --out "$OUT/power" "${extra[@]}" > "$OUT/power-$what.log" 2>&1
       tail -n 20 "$OUT/power-$what.log" ;;
     results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
     main-job)
@@ -143,15 +143,15 @@ for step in "$@"; do
       python3 -m harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
-        git apply "harness/plants/$plant.patch" || exit 1
+        git apply "harness/github/plants/$plant.patch" || exit 1
         python3 -m harness.gate --no-classic --baseline "$OUT/planted-base.json" \
           --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
-        git apply -R "harness/plants/$plant.patch" || exit 1
+        git apply -R "harness/github/plants/$plant.patch" || exit 1
       done
       grep -h "^nf4kernel vs Unsloth\|drop\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
-    sweep) python3 -m harness.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
+    sweep) python3 -m harness.tuning.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     host-cost)
       # The planned call's host cost now and before a change, interleaved, twice. "Before" is a package
       # unpacked beside the tree first (untracked, so it travels with it; c0dfe69 for issue 9,
@@ -173,7 +173,7 @@ for step in "$@"; do
         echo "gate run $i exit $?" | tee -a "$OUT/gate3.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 12 ;;
-    perf) python3 -m harness.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
+    perf) python3 -m harness.tuning.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
   esac
 done

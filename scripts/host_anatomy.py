@@ -23,7 +23,7 @@ import timeit
 import torch
 
 import nf4kernel
-from harness import workload
+from harness.core import workload
 from nf4kernel import launch_cache, quant_state
 
 N = 2000

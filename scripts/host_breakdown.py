@@ -12,7 +12,7 @@ import timeit
 import torch
 
 import nf4kernel
-from harness import workload
+from harness.core import workload
 from nf4kernel import launch_cache, quant_state
 
 print(f"nf4kernel from {nf4kernel.__file__}")

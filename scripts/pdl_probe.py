@@ -26,7 +26,8 @@ import statistics
 import torch
 
 import nf4kernel
-from harness import sweep, workload
+from harness.core import workload
+from harness.tuning import sweep
 from nf4kernel import kernel as K
 from nf4kernel import launch_cache
 from nf4kernel.quant_state import read

@@ -1,4 +1,4 @@
-"""The regression rule (harness/regression_rule.py) on the committed H200 runs of one kernel: how
+"""The regression rule (harness/regression/rule.py) on the committed H200 runs of one kernel: how
 often it calls a no-op, and which planted steps it catches, over random pairings of the runs.
 
     python scripts/rule_on_recorded_runs.py [--pairings 300] [--per-shape-pairings 100]
@@ -25,7 +25,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
 
 import recorded  # noqa: E402
 
-from harness import regression_rule  # noqa: E402
+from harness.regression import rule as regression_rule  # noqa: E402
 
 KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
 LARGE = [k for k in KEYS if recorded.packed_bytes(k) >= regression_rule.LARGE_BYTES]

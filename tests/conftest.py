@@ -26,7 +26,7 @@ DEVICES = [
 ]
 
 
-# harness/gpu_tests.py runs this suite against another tree's kernel, staged alone in this folder
+# harness/github/gpu_tests.py runs this suite against another tree's kernel, staged alone in this folder
 # (first on the path): every test, and every child Python a test starts, must import that one.
 UNDER_TEST = os.environ.get("NF4KERNEL_UNDER_TEST")
 

@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from harness import changepoints
+from harness.history import changepoints
 
 ENV = {"cuda": True, "device": "NVIDIA H100 80GB HBM3", "unsloth": "2026.10.9", "copy_bytes_per_s": 3.0e12}
 # Challenge A's three MLPs as the gate labels them, with each weight's bytes moved per call.
@@ -149,7 +149,7 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     """A whole record as ``harness.regression --measure-only`` writes it: a first pass of three rounds
     (the first six of ``runs``, same-kernel runs) and, for what it leaves to re-measure, a second (the
     last six)."""
-    from harness import regression_rule
+    from harness.regression import rule as regression_rule
 
     first = paired_record(runs[:6], slower)
     passes = [first]
@@ -159,17 +159,17 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 
-H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.power on an H100: a859f84, then 637a7c4
+H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.tuning.power on an H100: a859f84, then 637a7c4
 
 
 def h100_ladder(plant: str) -> dict:
     """A whole record as the regression check wrote it on an H100 for a planted slowdown (every call's
     time, per result, per process): ``large-5pct``, ``large-10pct``, ``large-20pct`` or ``all-5pct``."""
-    from harness import power
+    from harness.tuning import power
 
     (path,) = H100_LADDER.glob(f"ladder-{plant}-*.json.gz")
     return power.read_record(path)
 
 
-# harness.power noop on H100s: six of 637a7c4 on one machine, one of 7b9ff45 (power.read_record)
+# harness.tuning.power noop on H100s: six of 637a7c4 on one machine, one of 7b9ff45 (power.read_record)
 H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))

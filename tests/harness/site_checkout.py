@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness import history
+from harness.history import store as history
 
 CPU_MACHINE = "cpu-test"
 MACHINES = sorted(p.name for p in history.STORE.iterdir() if p.is_dir())
 
 
 def add_a_cpu_machines_result(results: Path) -> None:
-    """A CPU smoke run's result beside the history, described as harness/machine.py describes a CPU
+    """A CPU smoke run's result beside the history, described as harness/history/machine.py describes a CPU
     machine (no GPU, another torch): the site must stay as it is without it."""
     machine_dir = results / CPU_MACHINE
     machine_dir.mkdir(parents=True)

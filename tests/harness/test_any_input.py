@@ -33,8 +33,12 @@ import recorded
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from harness import approval, gate, paired_rounds, pins, records, regression
-from harness.fake_github import FakeGitHub, Pull, Serving
+from harness.core import records
+from harness.gate import cli as gate
+from harness.github import approval, pins
+from harness.github.fake_github import FakeGitHub, Pull, Serving
+from harness.regression import cli as regression
+from harness.regression import paired_rounds
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "benchmarks" / "history" / "h200"

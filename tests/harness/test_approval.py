@@ -1,4 +1,4 @@
-"""harness/approval.py: which commit a comment approves, against a stand-in GitHub (no network), and
+"""harness/github/approval.py: which commit a comment approves, against a stand-in GitHub (no network), and
 the status `report` posts. The same code runs under act in test_gpu_workflow_steps.py."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from harness import approval
-from harness.fake_github import FakeGitHub, Pull, Serving
+from harness.github import approval
+from harness.github.fake_github import FakeGitHub, Pull, Serving
 
 REPO = "nf4kernel/nf4kernel"
 HEAD, BASE = "a" * 40, "b" * 40

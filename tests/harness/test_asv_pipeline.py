@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from checkouts import clone_on_main, git, head, python_path
 
-from harness import history
+from harness.history import store as history
 
 ROOT = Path(__file__).resolve().parents[2]
 SMOKE = "cpu_interpreter.CpuInterpreter.time_interpreter_dequantize"
@@ -45,7 +45,7 @@ def config(path: Path, repo: Path, checkout: Path, tmp: Path) -> Path:
                 "branches": ["main"],
                 "dvcs": "git",
                 "environment_type": "existing",
-                "plugins": [".harness.asv_env", ".harness.asv_site"],
+                "plugins": [".harness.history.asv_env", ".harness.history.asv_site"],
                 "benchmark_dir": str(checkout / "benchmarks"),
                 "results_dir": str(tmp / "results"),
                 "html_dir": str(tmp / "html"),
@@ -90,7 +90,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     for checkout in (a, b):
         python = interpreter_alias(checkout / ".venv-elsewhere")
         conf = config(checkout / "asv-test.conf.json", b, checkout, tmp_path)
-        args = ("harness.bench", "--config", str(conf), "--suite", "cpu", "--quick", "--no-publish")
+        args = ("harness.history.bench", "--config", str(conf), "--suite", "cpu", "--quick", "--no-publish")
         outputs.append(run(python, checkout, env, *args))
     assert "CPU-interpreter smoke benchmarks" in outputs[0] and "2 measured, 0 skipped, 0 failed" in outputs[0]
 
@@ -106,7 +106,9 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     # asv splits series on a result's parameters: the same ones, so one series.
     assert recorded[0]["params"] == recorded[1]["params"], "one series, not one per checkout"
 
-    out = run(Path(sys.executable), b, env, "harness.site", "publish", "--config", str(b / "asv-test.conf.json"))
+    out = run(
+        Path(sys.executable), b, env, "harness.history.site", "publish", "--config", str(b / "asv-test.conf.json")
+    )
     html = tmp_path / "html"
     assert f"{machines[0].name}'s results are not graphed" in out
     assert graph_points(html, SMOKE, machines[0].name) == ([], [])
@@ -122,7 +124,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
 def test_the_benchmark_processes_find_this_checkouts_kernel_without_an_install(monkeypatch):
     """On the GPU runner nothing installs nf4kernel (nox --no-venv) and asv starts its benchmark
     processes elsewhere: the checkout (or the staged kernel under test) goes first on their path."""
-    from harness import asvrun, machine
+    from harness.history import asvrun, machine
 
     seen = {}
     monkeypatch.setattr(asvrun, "ensure_branches", lambda config: None)

@@ -1,4 +1,4 @@
-"""harness/changepoints.py: change points in main's GPU history. The committed H200 history calls
+"""harness/history/changepoints.py: change points in main's GPU history. The committed H200 history calls
 nothing at any of its stores; a slowdown of 8% spread over three commits, planted in its result files,
 is called with the commits it came in and the benchmarks it hit; the issue is opened, updated (never a
 second one) and closed against a stand-in GitHub; bad input is one line and exit 2."""
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import changepoints
-from harness.fake_github import FakeGitHub, Pull, Serving
+from harness.github.fake_github import FakeGitHub, Pull, Serving
+from harness.history import changepoints
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "benchmarks" / "history"
@@ -223,11 +223,11 @@ def github():
 
 
 def run_check(results_dir: Path, upto: int, url: str, *extra: str, env: dict | None = None):
-    """``python -m harness.changepoints check`` at the store after ORDER[upto], as the workflow runs it."""
+    """``python -m harness.history.changepoints check`` at the store after ORDER[upto], as the workflow runs it."""
     environment = {**os.environ, "GITHUB_API_URL": url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "token"}
     environment.pop("GITHUB_STEP_SUMMARY", None)
     environment.update(env or {})
-    command = [sys.executable, "-m", "harness.changepoints", "check", "--results", str(results_dir)]
+    command = [sys.executable, "-m", "harness.history.changepoints", "check", "--results", str(results_dir)]
     command += ["--rev", ORDER[upto], *extra]
     return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
 
@@ -312,7 +312,7 @@ def test_github_refusing_is_exit_1_in_one_line(results):
 def one_line(*args: str, env: dict | None = None):
     environment = {**os.environ, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "token", **(env or {})}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.changepoints", *args],
+        [sys.executable, "-m", "harness.history.changepoints", *args],
         cwd=ROOT,
         env=environment,
         capture_output=True,

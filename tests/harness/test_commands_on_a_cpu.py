@@ -99,25 +99,33 @@ DOCUMENTED = [
     Documented("python -m harness.gate --aa --json aa.json", 4, GATE_NO_GPU),
     # ../pr-checkout: a clone of this checkout beside the working directory, as a PR's would be.
     Documented("python -m harness.gate --kernel ../pr-checkout --json pr.json", 4, GATE_NO_GPU),
-    Documented("python -m harness.sweep --json tiles.json", 4, NO_GPU),
+    Documented("python -m harness.tuning.sweep --json tiles.json", 4, NO_GPU),
     # DIR, here and below: a folder of this test's.
     Documented(
-        "python -m harness.power noop --runs 10 --out DIR",
+        "python -m harness.tuning.power noop --runs 10 --out DIR",
         4,
         NO_GPU,
-        "python -m harness.power noop --runs 10 --out {tmp}/power",
+        "python -m harness.tuning.power noop --runs 10 --out {tmp}/power",
     ),
     Documented(
-        "python -m harness.power ladder --out DIR", 4, NO_GPU, "python -m harness.power ladder --out {tmp}/power"
+        "python -m harness.tuning.power ladder --out DIR",
+        4,
+        NO_GPU,
+        "python -m harness.tuning.power ladder --out {tmp}/power",
     ),
-    Documented("python -m harness.power gate --out DIR", 4, NO_GPU, "python -m harness.power gate --out {tmp}/power"),
+    Documented(
+        "python -m harness.tuning.power gate --out DIR",
+        4,
+        NO_GPU,
+        "python -m harness.tuning.power gate --out {tmp}/power",
+    ),
     # The committed H100 records: the report reads them and writes nothing.
     Documented(
-        "python -m harness.power report --out benchmarks/results/regression-power/h100",
+        "python -m harness.tuning.power report --out benchmarks/results/regression-power/h100",
         0,
         "| gate plant |",
-        "python -m harness.power report --out {root}/benchmarks/results/regression-power/h100",
-        also=("python -m harness.power report --out DIR",),
+        "python -m harness.tuning.power report --out {root}/benchmarks/results/regression-power/h100",
+        also=("python -m harness.tuning.power report --out DIR",),
     ),
     Documented(
         "python -m benchmarks._training --out DIR --no-unsloth",
@@ -137,20 +145,22 @@ DOCUMENTED = [
     ),
     # The committed history, judged as the workflow judges the branch's, GitHub left alone.
     Documented(
-        "python -m harness.changepoints check --results benchmarks/history --dry-run",
+        "python -m harness.history.changepoints check --results benchmarks/history --dry-run",
         0,
         "h200: 72 series judged",
-        "python -m harness.changepoints check --results {root}/benchmarks/history --dry-run",
+        "python -m harness.history.changepoints check --results {root}/benchmarks/history --dry-run",
     ),
     # 20 null histories and no power search instead of 300 and every series: the same code, in seconds.
     Documented(
-        "python -m harness.changepoints power",
+        "python -m harness.history.changepoints power",
         0,
         "null histories of 16 commits called something",
-        "python -m harness.changepoints power --draws 20 --only '^$'",
+        "python -m harness.history.changepoints power --draws 20 --only '^$'",
     ),
     # SCENARIO: noop (the nox -s rehearse entries below run all four).
-    Documented("python -m harness.rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m harness.rehearse noop"),
+    Documented(
+        "python -m harness.github.rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m harness.github.rehearse noop"
+    ),
     Documented("nox -s gate", 4, GATE_NO_GPU),
     Documented("nox -s bench -- --store", 4, "--store needs a CUDA GPU"),
     # nox runs a session in the noxfile's folder: a relative gate.json would land in the checkout.
@@ -228,8 +238,8 @@ def test_a_documented_command_on_a_cpu(doc, tmp_path):
 CANNOT_RUN_HERE = [
     (["-m", "harness.gate", "--measure-only", "--kernel", "HEAD"], 4, GATE_NO_GPU),
     (["-m", "harness.regression", "HEAD~1", "HEAD"], 4, NO_GPU),
-    (["-m", "harness.backfill", "HEAD~1..HEAD"], 4, NO_GPU),
-    (["-m", "harness.bench", "--suite", "gpu", "--no-publish"], 4, "needs a CUDA GPU"),
+    (["-m", "harness.history.backfill", "HEAD~1..HEAD"], 4, NO_GPU),
+    (["-m", "harness.history.bench", "--suite", "gpu", "--no-publish"], 4, "needs a CUDA GPU"),
 ]
 
 
@@ -248,8 +258,8 @@ def test_a_gpu_command_says_why_in_one_line(args, code, why, tmp_path):
         (["-m", "harness.gate", "--rounds", "2"], 2, "--rounds must be at least 5"),
         (["-m", "harness.gate", "--replay", "nonexistent.json"], 2, "--replay nonexistent.json"),
         (["-m", "harness.regression", "no-such-ref", "HEAD"], 2, "neither a commit"),
-        (["-m", "harness.backfill", "nothing..here"], 2, "not a revision range here"),
-        (["-m", "harness.rehearse"], 2, "noop"),
+        (["-m", "harness.history.backfill", "nothing..here"], 2, "not a revision range here"),
+        (["-m", "harness.github.rehearse"], 2, "noop"),
     ],
     ids=["gate-rounds", "gate-replay-missing", "regression-unknown-ref", "backfill-bad-range", "rehearse-no-scenario"],
 )
@@ -269,7 +279,7 @@ def test_a_nox_session_passes_a_bad_arguments_code_on(tmp_path):
 def test_preview_before_any_site_says_how_to_build_one(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"version": 1, "html_dir": str(tmp_path / "html"), "results_dir": str(tmp_path)}))
-    done = run(sys.executable, "-m", "harness.site", "preview", "--config", str(config), cwd=tmp_path)
+    done = run(sys.executable, "-m", "harness.history.site", "preview", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in said(done)
     assert (
         said(done).strip()
@@ -282,5 +292,5 @@ def test_what_needs_no_gpu_does_its_job(tmp_path):
     assert replayed.returncode == 0 and said(replayed).strip().endswith("PASS")
     listed = run(sys.executable, "-m", "harness.history", "list", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
-    scenarios = run(sys.executable, "-m", "harness.rehearse", "--list", cwd=tmp_path)
+    scenarios = run(sys.executable, "-m", "harness.github.rehearse", "--list", cwd=tmp_path)
     assert scenarios.returncode == 0 and len(scenarios.stdout.splitlines()) == 5  # noop, slow, self-pass, hostile, push

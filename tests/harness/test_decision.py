@@ -9,7 +9,7 @@ import statistics
 import pytest
 from recorded import COMMITTED_RUNS, committed, record, scaled, with_states
 
-from harness import decision
+from harness.gate import decision
 
 
 def test_a_planted_2x_slowdown_fails():

@@ -3,7 +3,7 @@
 * Every markdown link resolves: a relative one to a file or folder of the repository (from the
   page's own folder), its ``#anchor`` to a heading of the target; an http(s) one is checked for its
   form only (no network). A section named in prose (README, "Some heading") must be a heading there.
-* Every file or folder a page names (``harness/gate.py``, `benchmarks/results/...`, ``noxfile.py``)
+* Every file or folder a page names (``harness/gate/cli.py``, `benchmarks/results/...`, ``noxfile.py``)
   is in the repository.
 * Every command a page gives (its ```bash blocks, and inline ``python -m ...``, ``nox ...``,
   ``asv ...``, ``pip ...``, ``bash ...`` spans) is accounted for: run on a CPU by
@@ -200,7 +200,7 @@ NOT_REPOSITORY_FILES = {
 def file_references(page: Path) -> list[tuple[int, str]]:
     """(line, path) of every repository path a page names: in its prose, its code spans and its
     code blocks. A path counts when its first part is one of the repository's top-level folders
-    (``harness/gate.py``, ``tests/harness``); a bare file name (``gpu.yml``) counts in prose and in
+    (``harness/gate/cli.py``, ``tests/harness``); a bare file name (``gpu.yml``) counts in prose and in
     code spans that are not commands. Web addresses, absolute paths and places made at run time
     (``.asv/html``, ``candidate/``) do not."""
     folders = top_level_folders()
@@ -416,14 +416,16 @@ NOT_RUN_IN_CI = {
     "nox -s lint": Why(ELSEWHERE, f"{CI_YML}: the lint job (tests/harness/test_act_ci.py runs that job under act)"),
     "nox -s pins": Why(ELSEWHERE, f"{CI_YML}: the lint job; it reads the package index's pages"),
     "nox -s bench": Why(
-        ELSEWHERE, "tests/harness/test_asv_pipeline.py: harness.bench's CPU suite, stored and published, in clones"
+        ELSEWHERE,
+        "tests/harness/test_asv_pipeline.py: harness.history.bench's CPU suite, stored and published, in clones",
     ),
-    "nox -s publish": Why(ELSEWHERE, "tests/harness/test_site_publish.py: harness.site publish in a clone"),
+    "nox -s publish": Why(ELSEWHERE, "tests/harness/test_site_publish.py: harness.history.site publish in a clone"),
     "asv publish": Why(ELSEWHERE, "tests/harness/test_site_publish.py: asv publish typed in a clone's root"),
     "asv preview": Why(
-        SERVES, "tests/harness/test_site_preview.py starts asv's server through harness.site preview, and stops it"
+        SERVES,
+        "tests/harness/test_site_preview.py starts asv's server through harness.history.site preview, and stops it",
     ),
-    "python -m harness.power resample --out DIR --commit C": Why(
+    "python -m harness.tuning.power resample --out DIR --commit C": Why(
         TOO_LONG,
         "1000 no-op runs: over 5 minutes on 2 cores; tests/harness/test_power.py resamples the committed records",
     ),
@@ -555,8 +557,8 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     text = (
         "# A page\n\nSee [the gate](speed-gate.md#the-decision-harnessdecisionpy), [gone](no-such.md),\n"
         '[no anchor](speed-gate.md#no-such-section), https://exa mple, and README, "No such heading".\n'
-        "`harness/gate.py`, `harness/no_such.py`, `gpu.yml`, `no-such.yml` and `python -m harness.gate --aa`.\n\n"
-        "```bash\npython3 -m nox --no-venv -s rehearse -- noop|slow  # or: python -m harness.rehearse SCENARIO\n"
+        "`harness/gate/cli.py`, `harness/no_such.py`, `gpu.yml`, `no-such.yml` and `python -m harness.gate --aa`.\n\n"
+        "```bash\npython3 -m nox --no-venv -s rehearse -- noop|slow  # or: python -m harness.github.rehearse SCENARIO\n"
         "nox -s backfill -- main~10..main [--store] && export X=1\n```\n"
     )
     assert [block.lang for block in blocks(text)] == [None, "bash"]
@@ -572,13 +574,13 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     assert "no heading #no-such-section" in link_problem(page, "speed-gate.md#no-such-section")
     assert "not a well-formed" in link_problem(page, "https://exa mple")
     assert link_problem(page, "http://127.0.0.1:8080") is None
-    assert reference_problem("harness/gate.py") is None and "not in the repository" in reference_problem(
+    assert reference_problem("harness/gate/cli.py") is None and "not in the repository" in reference_problem(
         "harness/no_such.py"
     )
     assert reference_problem("gpu.yml") is None and "no file of that name" in reference_problem("no-such.yml")
     assert NAMED_SECTION.search(text).groups() == ("README", "No such heading")
     assert "no-such-heading" not in anchors(ROOT / "README.md")
-    assert is_command("python -m harness.gate --aa") and not is_command("nox") and not is_command("harness/gate.py")
+    assert is_command("python -m harness.gate --aa") and not is_command("nox") and not is_command("harness/gate/cli.py")
     assert normalized("python3 -m nox --no-venv -s rehearse -- noop|slow") == [
         "nox -s rehearse -- noop",
         "nox -s rehearse -- slow",
@@ -589,7 +591,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
         "python -m harness.gate --aa",
         "nox -s rehearse -- noop",
         "nox -s rehearse -- slow",
-        "python -m harness.rehearse SCENARIO",
+        "python -m harness.github.rehearse SCENARIO",
         "nox -s backfill -- main~10..main --store",
     ]
 

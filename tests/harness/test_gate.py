@@ -13,7 +13,10 @@ import pytest
 import torch
 from recorded import COMMITTED_RUNS, STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
-from harness import decision, gate, gate_table, gpu_state, noise, records, workload
+from harness.core import gpu_state, records, workload
+from harness.gate import cli as gate
+from harness.gate import decision, noise
+from harness.gate import table as gate_table
 
 
 def full_record(ours_s, theirs_s, **kwargs):

@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from harness import gpu_state
+from harness.core import gpu_state
 
 # nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,enforced.power.limit,
 # clocks_event_reasons.active --format=csv,noheader,nounits, in the format NVIDIA documents (a loaded

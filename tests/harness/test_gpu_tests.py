@@ -1,4 +1,4 @@
-"""harness/gpu_tests.py: the default branch's kernel tests judge the PR's staged kernel (and refuse to
+"""harness/github/gpu_tests.py: the default branch's kernel tests judge the PR's staged kernel (and refuse to
 start on any other copy); the PR's own test files run only where they differ; both sandboxed."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import gpu_tests, sandbox
+from harness.core import sandbox
+from harness.github import gpu_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,7 +53,18 @@ def test_the_suite_refuses_to_start_on_another_copy_of_the_kernel(tmp_path):
 
 @pytest.mark.skipif(sandbox.why_not() is not None, reason=f"no sandbox here: {sandbox.why_not()}")
 def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sandbox():
-    command = [sys.executable, "-m", "harness.gpu_tests", str(ROOT), "--", "-q", "-n", "0", "-k", "test_public_api"]
+    command = [
+        sys.executable,
+        "-m",
+        "harness.github.gpu_tests",
+        str(ROOT),
+        "--",
+        "-q",
+        "-n",
+        "0",
+        "-k",
+        "test_public_api",
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
@@ -62,6 +74,6 @@ def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sand
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "harness.gpu_tests", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "harness.github.gpu_tests", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 2 and "is not a git checkout" in done.stderr and "Traceback" not in done.stderr

@@ -10,7 +10,8 @@ import sys
 import pytest
 from cpu_world import PLANTED_2X, SLOW_2X, UNPLANTED, gpu_steps_replaced, run
 
-from harness import act, rehearse, sandbox
+from harness.core import sandbox
+from harness.github import act, rehearse
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -164,7 +165,7 @@ def hostile_import(world, head: str, sandboxed: bool) -> rehearse.Run:
     replaced = gpu_steps_replaced(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     step = replaced[("gate", "measure")]
     staged = '"$RUNNER_TEMP/../staged-kernel"'
-    where = f"python -m harness.sandbox --read {staged} --read . --cwd . -- " if sandboxed else ""
+    where = f"python -m harness.core.sandbox --read {staged} --read . --cwd . -- " if sandboxed else ""
     script = f"""rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/
 other=$(mktemp -d /tmp/nf4kernel-other-XXXX) && mkdir "$other/nf4kernel" && : > "$other/nf4kernel/__init__.py"
 {where}python -c 'import sys; sys.path.insert(0, sys.argv[1]); import nf4kernel' {staged}

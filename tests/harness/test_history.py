@@ -12,7 +12,8 @@ import pytest
 import result_files as rf
 from checkouts import head
 
-from harness import asvrun, history
+from harness.history import asvrun
+from harness.history import store as history
 
 ROOT = Path(__file__).resolve().parents[2]
 MACHINES = sorted(p for p in history.STORE.iterdir() if p.is_dir())
@@ -221,7 +222,16 @@ def test_the_store_command_names_its_files_and_exits_1_on_a_bad_one(tmp_path):
     results = rf.write_store(tmp_path / "results", {B: rf.result(B, dict.fromkeys(rf.ALL, rf.T0))})
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"version": 1, "results_dir": str(results)}))
-    command = [sys.executable, "-m", "harness.history", "store", "--config", str(config), "--history", str(committed)]
+    command = [
+        sys.executable,
+        "-m",
+        "harness.history",
+        "store",
+        "--config",
+        str(config),
+        "--history",
+        str(committed),
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert f"history: added {rf.path_of(committed, B)}" in done.stdout

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from harness import act, pins
+from harness.github import act, pins
 
 ROOT = pins.ROOT
 REQUIREMENTS = ROOT / "requirements"

@@ -1,4 +1,4 @@
-"""harness/kernel_source.py: the tree under test contributes its nf4kernel/ and nothing else, only
+"""harness/core/kernel_source.py: the tree under test contributes its nf4kernel/ and nothing else, only
 its .py files (any other file in it is refused), and the gate measures exactly that one
 (``--kernel``), or refuses to."""
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import gate, kernel_source
-from harness import rehearse as scratch
+from harness.core import kernel_source
+from harness.gate import cli as gate
+from harness.github import rehearse as scratch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +30,7 @@ def checkouts(tmp_path):
     scratch.git("checkout", "-q", "--detach", head, cwd=trusted)
     candidate = tmp_path / "candidate"
     scratch.git("clone", "-q", str(trusted), str(candidate), cwd=tmp_path)
-    (candidate / "harness" / "decision.py").write_text("DEFAULT_THRESHOLD = 0.0\n")
+    (candidate / "harness" / "gate" / "decision.py").write_text("DEFAULT_THRESHOLD = 0.0\n")
     (candidate / "sitecustomize.py").write_text("raise SystemExit('the PR ran code outside nf4kernel/')\n")
     (candidate / "nf4kernel" / "marker.py").write_text("WHO = 'the candidate'\n")
     scratch.git("add", "-A", cwd=candidate)
@@ -158,7 +159,7 @@ def measure_kernel_in(trusted: Path, source: str) -> dict:
     """What the gate records of the kernel it measures, as `python -m harness.gate` in ``trusted``
     sets it up (cwd first on the path: the trusted checkout's own nf4kernel is there to shadow)."""
     probe = (
-        "import contextlib, json, sys; from harness import gate; "
+        "import contextlib, json, sys; from harness.gate import cli as gate; "
         "stack = contextlib.ExitStack(); record = {'kernel': gate.use_kernel(sys.argv[1], stack)}; "
         "gate.check_kernel(record); from nf4kernel import marker; record['who'] = marker.WHO; "
         "print(json.dumps(record))"

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from harness import machine
+from harness.history import machine
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,8 @@ import sys
 import pytest
 from recorded import committed, with_states
 
-from harness import decision, gate, noise
+from harness.gate import cli as gate
+from harness.gate import decision, noise
 
 FACTORS = [1 + 0.01 * (r % 5 - 2) for r in range(15)]  # 0.98, 0.99, 1.00, 1.01, 1.02, three times
 

@@ -1,4 +1,4 @@
-"""harness/pins.py: which Pythons ci.yml installs on, which listed wheels serve which Python, and the
+"""harness/github/pins.py: which Pythons ci.yml installs on, which listed wheels serve which Python, and the
 real pins against the real index; and the promised Python versions agree everywhere."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from harness import act, pins
-from harness.pins import IndexFile
+from harness.github import act, pins
+from harness.github.pins import IndexFile
 
 ROOT = pins.ROOT
 

@@ -1,10 +1,10 @@
-"""The planted slowdowns (harness/plants/*.patch) still plant what they say in this tree.
+"""The planted slowdowns (harness/github/plants/*.patch) still plant what they say in this tree.
 
 scripts/gpu-session.sh's ``planted`` and ``regression`` steps apply them on a GPU machine to show
 that the gate and the regression check catch a slowdown. A patch that no longer applies, or that
 lands off the planned call's launch, would only show there, as a failed step or a gate that passes.
 
-The ladder (``large-5pct``, ``large-10pct``, ``large-20pct``, ``all-5pct``: ``python -m harness.power``)
+The ladder (``large-5pct``, ``large-10pct``, ``large-20pct``, ``all-5pct``: ``python -m harness.tuning.power``)
 plants slowdowns of known size: after the kernel, a copy that moves a stated fraction of the bytes
 the kernel moves, on the weights of 16 MB and more packed, or on every weight.
 """
@@ -42,7 +42,7 @@ def test_the_unplanted_planned_path_launches_once():
 @pytest.mark.parametrize("plant", PLANTS)
 def test_a_planted_slowdown_applies_and_adds_launches_to_the_planned_path(tmp_path, plant):
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
-    patch = ROOT / "harness" / "plants" / f"{plant}.patch"
+    patch = ROOT / "harness" / "github" / "plants" / f"{plant}.patch"
     # Outside a repository, git apply is a plain patch tool; --check first, as the steps would fail.
     subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, check=True)
     subprocess.run(["git", "apply", str(patch)], cwd=tmp_path, check=True)
@@ -81,7 +81,9 @@ print(json.dumps(found))
 def test_a_ladder_plant_moves_the_bytes_it_says_on_the_weights_it_says(tmp_path, plant):
     fraction, min_mb = LADDER[plant]
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
-    subprocess.run(["git", "apply", str(ROOT / "harness" / "plants" / f"{plant}.patch")], cwd=tmp_path, check=True)
+    subprocess.run(
+        ["git", "apply", str(ROOT / "harness" / "github" / "plants" / f"{plant}.patch")], cwd=tmp_path, check=True
+    )
     done = subprocess.run(
         [sys.executable, "-c", COUNT_COPIES, str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, check=False
     )

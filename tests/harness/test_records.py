@@ -1,4 +1,4 @@
-"""harness/records.py: every committed record of each kind passes its schema, and what breaks one is
+"""harness/core/records.py: every committed record of each kind passes its schema, and what breaks one is
 refused as one line naming the file and the field (the property-based side: test_records_fuzz.py)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import recorded
 
-from harness import records
+from harness.core import records
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "benchmarks" / "results"

@@ -1,4 +1,4 @@
-"""The regression check's command (harness/regression.py): its verdict on records built from runs
+"""The regression check's command (harness/regression/cli.py): its verdict on records built from runs
 recorded on an H200 (``recorded.regression_record``), what it refuses, and its measurement's
 pipeline on the CPU (paired rounds of two staged kernels in the interpreter; no verdict there).
 The rule itself: test_regression_rule.py."""
@@ -16,8 +16,12 @@ import pytest
 import recorded
 import torch
 
-from harness import paired_rounds, power, regression, regression_rule, sandbox
-from harness.kernel_source import Staged
+from harness.core import sandbox
+from harness.core.kernel_source import Staged
+from harness.regression import cli as regression
+from harness.regression import paired_rounds
+from harness.regression import rule as regression_rule
+from harness.tuning import power
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
@@ -214,7 +218,7 @@ def test_a_recorded_h100_slowdown_confined_to_the_large_weights_is_called(tmp_pa
 
 @pytest.mark.parametrize("path", recorded.H100_NOOPS, ids=[p.name.split(".")[0] for p in recorded.H100_NOOPS])
 def test_each_recorded_h100_no_op_passes(tmp_path, capsys, path):
-    """The no-op runs of one commit on one H100 (harness.power noop), replayed: nothing called."""
+    """The no-op runs of one commit on one H100 (harness.tuning.power noop), replayed: nothing called."""
     record = power.read_record(path)
     assert record["base"] == record["head"]
     assert regression.main(["--replay", write(tmp_path, record)]) == 0
@@ -360,7 +364,7 @@ def git(*args: str, cwd: Path) -> str:
 def commits_of_a_repository(tmp_path, monkeypatch):
     """A repository of its own whose commits hold nf4kernel/ as a package, as a file, and not at all;
     kernel_source looks commits up there (nothing is fetched into this checkout)."""
-    from harness import kernel_source
+    from harness.core import kernel_source
 
     repo = tmp_path / "repo"
     repo.mkdir()

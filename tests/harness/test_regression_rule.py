@@ -1,9 +1,9 @@
-"""The regression check's rule (harness/regression_rule.py) on recorded samples.
+"""The regression check's rule (harness/regression/rule.py) on recorded samples.
 
 The samples are the committed H200 history (``recorded.SAME_KERNEL``): twelve runs of one kernel on
 one H200 within ten minutes, each run's median kernel time per result, paired two runs a round as
 the check pairs BASE and HEAD. A planted change multiplies HEAD's recorded samples by a known factor.
-(Per-call samples recorded on a GPU by ``harness/paired_rounds.py`` are the next to add: none was
+(Per-call samples recorded on a GPU by ``harness/regression/paired_rounds.py`` are the next to add: none was
 recorded yet.)
 """
 
@@ -14,7 +14,7 @@ import json
 import pytest
 import recorded
 
-from harness import regression_rule as rule
+from harness.regression import rule
 
 FIRST, SECOND = recorded.SAME_KERNEL[:6], recorded.SAME_KERNEL[6:]  # three rounds each
 KEYS = sorted(recorded.history_run(FIRST[0]))

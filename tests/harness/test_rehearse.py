@@ -1,4 +1,4 @@
-"""harness/rehearse.py's parts that need no GPU: reading act's output, the scenarios' commits (each
+"""harness/github/rehearse.py's parts that need no GPU: reading act's output, the scenarios' commits (each
 still applies to this tree), and the command's answers where it can't rehearse."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from harness import rehearse
+from harness.github import rehearse
 
 ACT_OUTPUT = """\
 [approve] ⭐ Run Main Check the approval
@@ -49,7 +49,7 @@ def test_each_scenarios_commit_still_applies_to_this_tree(tmp_path, name):
     else:
         assert "nf4kernel/launch_cache.py" in changed
     if name == "self-pass":
-        assert {"harness/decision.py", "harness/gate.py", "harness/regression_rule.py"} <= set(changed)
+        assert {"harness/gate/decision.py", "harness/gate/cli.py", "harness/regression/rule.py"} <= set(changed)
     assert rehearse.git("rev-parse", "refs/pull/8/head", cwd=world.origin) == head
 
 

@@ -1,4 +1,4 @@
-"""The asv-results branch's store (harness/results_branch.py) against local bare repositories standing
+"""The asv-results branch's store (harness/history/results_branch.py) against local bare repositories standing
 in for GitHub: append-only, merged by commit, machine and benchmark, a failed read told apart from a
 branch that does not exist yet, and a raced push merged again. history.yml's own steps run these
 commands under act in test_history_workflow.py."""
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import result_files as rf
 
-from harness import results_branch
+from harness.history import results_branch
 
 ROOT = Path(__file__).resolve().parents[2]
 A, B, C = rf.fake_commit(0xA), rf.fake_commit(0xB), rf.fake_commit(0xC)
@@ -28,7 +28,7 @@ def git(*args: str, cwd: Path) -> str:
 
 def command(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "harness.results_branch", *args],
+        [sys.executable, "-m", "harness.history.results_branch", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""harness/sandbox.py against a hostile kernel: an ``nf4kernel/__init__.py`` that, on import, takes
+"""harness/core/sandbox.py against a hostile kernel: an ``nf4kernel/__init__.py`` that, on import, takes
 each route issue 35 found from the measuring process to the verdict (a BASH_ENV line in
 $GITHUB_ENV, the trusted harness rewritten, the other kernel's staged copy rewritten, the records in
 $RUNNER_TEMP replaced), reaches the network and leaves a process behind. Run plainly, every route
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import sandbox
+from harness.core import sandbox
 
 if (reason := sandbox.why_not()) is not None:
     if os.environ.get("NF4KERNEL_REQUIRE_SANDBOX"):
@@ -59,8 +59,8 @@ def runner(tmp_path, monkeypatch):
     $RUNNER_TEMP with a record and the file-command file $GITHUB_ENV."""
     workspace, temp = tmp_path / "_work" / "repo" / "repo", tmp_path / "_work" / "_temp"
     trusted = workspace / "trusted"
-    (trusted / "harness").mkdir(parents=True)
-    (trusted / "harness" / "decision.py").write_text("THRESHOLD = 1.15\n")
+    (trusted / "harness" / "gate").mkdir(parents=True)
+    (trusted / "harness" / "gate" / "decision.py").write_text("THRESHOLD = 1.15\n")
     (temp / "_runner_file_commands").mkdir(parents=True)
     github_env = temp / "_runner_file_commands" / "set_env_1"
     github_env.write_text("")
@@ -102,7 +102,7 @@ def hostile_kernel(tmp_path: Path, runner: dict, port: int) -> Path:
     code = HOSTILE.format(
         github_env=str(runner["github_env"]),
         runner_temp=str(runner["temp"]),
-        decision=str(runner["trusted"] / "harness" / "decision.py"),
+        decision=str(runner["trusted"] / "harness" / "gate" / "decision.py"),
         other=str(runner["other"]),
         record=str(runner["record"]),
         port=port,
@@ -140,14 +140,14 @@ def test_plainly_every_route_of_a_hostile_kernel_works(tmp_path, runner, listene
 def test_sandboxed_no_route_of_a_hostile_kernel_works(tmp_path, runner, listener):
     port, heard = listener
     before = {key: Path(runner[key]).read_text() for key in ("github_env", "record", "other")}
-    decision = (runner["trusted"] / "harness" / "decision.py").read_text()
+    decision = (runner["trusted"] / "harness" / "gate" / "decision.py").read_text()
     done = import_it(hostile_kernel(tmp_path, runner, port), sandboxed=True, runner=runner)
     found = report(done)
     # Writing a record "works" into the empty private folder over $RUNNER_TEMP: the real one is untouched.
     refused = [route for route in ROUTES if route not in ("record", "left behind")]
     assert {route: found[route][:7] for route in refused} == dict.fromkeys(refused, "refused"), found
     assert {key: Path(runner[key]).read_text() for key in ("github_env", "record", "other")} == before
-    assert (runner["trusted"] / "harness" / "decision.py").read_text() == decision
+    assert (runner["trusted"] / "harness" / "gate" / "decision.py").read_text() == decision
     time.sleep(0.5)
     assert heard == []
     # The process it left behind went with the sandbox (its PID namespace), and its pid file with its /tmp.
@@ -172,12 +172,12 @@ def test_the_sandbox_passes_on_nothing_of_the_jobs_environment(runner):
 
 
 def test_the_command_line_tool_runs_a_command_sandboxed_and_keeps_its_exit_code(tmp_path, runner):
-    argv = [sys.executable, "-m", "harness.sandbox", "--", sys.executable, "-P", "-c", "import sys; sys.exit(7)"]
+    argv = [sys.executable, "-m", "harness.core.sandbox", "--", sys.executable, "-P", "-c", "import sys; sys.exit(7)"]
     root = str(Path(__file__).resolve().parents[2])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=root)
     assert done.returncode == 7, done.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "harness.sandbox", "--env", "NOEQUALS", "--", "true"],
+        [sys.executable, "-m", "harness.core.sandbox", "--env", "NOEQUALS", "--", "true"],
         cwd=root,
         capture_output=True,
         text=True,

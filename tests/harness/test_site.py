@@ -12,7 +12,7 @@ from pathlib import Path
 import asv
 import pytest
 
-from harness import site
+from harness.history import site
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 LOCK = site.lock()

@@ -30,13 +30,14 @@ import pytest
 from checkouts import clone_on_main, head, python_path
 from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
-from harness import history, site
+from harness.history import site
+from harness.history import store as history
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver")
 TRACKED = "gpu.KernelTime.track_kernel_time"
-NEEDS_HTTP = "nf4kernel-needs-http"  # the id of the message harness/site_assets/needs-http.js shows
+NEEDS_HTTP = "nf4kernel-needs-http"  # the id of the message harness/history/site_assets/needs-http.js shows
 
 
 def _missing() -> list[str]:
@@ -63,16 +64,18 @@ def needs_a_browser() -> None:
 
 
 def publish(tmp: Path, clone: Path, branches: list[str]) -> Path:
-    """``python -m harness.site publish`` of ``clone`` with the results in ``tmp/results``, as a
+    """``python -m harness.history.site publish`` of ``clone`` with the results in ``tmp/results``, as a
     person types it; returns the site's folder."""
     config = clone / "asv-site.conf.json"
     conf = {"version": 1, "project": "nf4kernel", "repo": str(clone), "branches": branches, "dvcs": "git"}
-    conf.update(environment_type="existing", plugins=[".harness.asv_env", site.SITE_PLUGIN], benchmark_dir="benchmarks")
+    conf.update(
+        environment_type="existing", plugins=[".harness.history.asv_env", site.SITE_PLUGIN], benchmark_dir="benchmarks"
+    )
     conf.update(results_dir=str(tmp / "results"), html_dir=str(tmp / "html"))
     config.write_text(json.dumps(conf))
     env = {**os.environ, "PYTHONPATH": python_path(clone), "HOME": str(tmp)}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.site", "publish", "--config", str(config)],
+        [sys.executable, "-m", "harness.history.site", "publish", "--config", str(config)],
         cwd=clone,
         env=env,
         capture_output=True,

@@ -1,7 +1,7 @@
-"""``asv publish``, typed in the repository's root, builds the harness's site (harness/asv_site.py):
+"""``asv publish``, typed in the repository's root, builds the harness's site (harness/history/asv_site.py):
 the committed GPU history seeded into the results, the GPU machines alone graphed, the benchmarks
 without results off the index, the vendored libraries loaded instead of CDNs; the very site
-``python -m harness.site publish`` builds (``nox -s publish``, ``nox -s bench``), which runs ``asv
+``python -m harness.history.site publish`` builds (``nox -s publish``, ``nox -s bench``), which runs ``asv
 publish`` too. asv runs for real, in a process of its own, on a clone of this checkout."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import pytest
 from checkouts import clone_on_main, head, python_path
 from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
-from harness import history, site
+from harness.history import site
+from harness.history import store as history
 
 pytestmark = pytest.mark.skipif(head() is None, reason="asv reads the commits from git: needs the git checkout")
 REMOTE = re.compile(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(?:https?:)?//")
@@ -52,9 +53,9 @@ def clone(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def by_harness(clone) -> tuple[Path, str]:
-    """The site ``python -m harness.site publish`` builds (``nox -s bench`` ends with it), kept aside,
+    """The site ``python -m harness.history.site publish`` builds (``nox -s bench`` ends with it), kept aside,
     and what it printed."""
-    done = python(clone, "-m", "harness.site", "publish")
+    done = python(clone, "-m", "harness.history.site", "publish")
     assert done.returncode == 0, said(done)[-4000:]
     kept = clone.parent / "by-harness-site"
     shutil.copytree(clone / ".asv" / "html", kept)
@@ -135,9 +136,14 @@ def test_asv_publish_on_a_fresh_clone_into_another_folder(tmp_path):
 
 
 def test_harness_site_publish_refuses_a_configuration_without_the_site_plugin(clone, tmp_path):
-    conf = {"version": 1, "repo": str(clone), "plugins": [".harness.asv_env"], "html_dir": str(tmp_path / "html")}
+    conf = {
+        "version": 1,
+        "repo": str(clone),
+        "plugins": [".harness.history.asv_env"],
+        "html_dir": str(tmp_path / "html"),
+    }
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
-    done = python(clone, "-m", "harness.site", "publish", "--config", str(tmp_path / "asv.conf.json"))
+    done = python(clone, "-m", "harness.history.site", "publish", "--config", str(tmp_path / "asv.conf.json"))
     assert done.returncode == 1 and "Traceback" not in said(done), said(done)
     assert said(done).strip().startswith("site: ") and len(said(done).strip().splitlines()) == 1, said(done)
     assert site.SITE_PLUGIN in said(done) and not (tmp_path / "html").exists()
@@ -159,7 +165,7 @@ def test_an_asv_whose_publish_is_not_the_checked_one_refuses_in_one_line(clone):
 
 def test_the_plugin_imports_no_torch(clone):
     """asv imports its plugins for every command, in the user's Python: publishing needs no torch."""
-    check = "import sys, harness.asv_site; print(sorted(m for m in ('torch', 'nf4kernel') if m in sys.modules))"
+    check = "import sys, harness.history.asv_site; print(sorted(m for m in ('torch', 'nf4kernel') if m in sys.modules))"
     done = python(clone, "-c", check)
     assert done.returncode == 0 and done.stdout.strip() == "[]", said(done)
 
@@ -168,7 +174,7 @@ def test_a_second_setup_wraps_asvs_publish_once(monkeypatch):
     """Wrapped twice, one publish would seed, filter and rewrite twice over."""
     from asv.commands.publish import Publish
 
-    from harness import asv_site
+    from harness.history import asv_site
 
     asvs = Publish.__dict__["run"]
     monkeypatch.setattr(Publish, "run", asvs)  # put back as it was after the test

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import recorded
 
-from harness import gate_sandbox, kernel_source, records
+from harness.core import kernel_source, records
+from harness.gate import sandboxed as gate_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORD = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa" / "planted-base.json"  # one H200 run

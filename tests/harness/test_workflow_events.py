@@ -14,7 +14,7 @@ import subprocess
 import github_model as gh
 import pytest
 
-from harness import act
+from harness.github import act
 
 REPO = "nf4kernel/nf4kernel"
 FORK = "someone/nf4kernel"

@@ -191,7 +191,7 @@ def test_a_prs_commit_reaches_the_gpu_runner_only_through_the_approval_job():
     }
     approve = workflow["jobs"]["approve"]
     assert not is_gpu(approve) and "startsWith(github.event.comment.body, '/gpu-approve')" in approve["if"]
-    assert "python3 -m harness.approval approve" in runs(approve)
+    assert "python3 -m harness.github.approval approve" in runs(approve)
     for name, job in workflow["jobs"].items():
         if is_gpu(job):
             assert "approve" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"]), name
@@ -216,7 +216,7 @@ def test_the_verdicts_come_from_the_trusted_checkout():
     tests = next(s for s in jobs_["gpu-tests"]["steps"] if s.get("id") == "tests")
     # No tool runs in the PR's checkout (a PR's nox/ or pytest/ would run in its place there): the
     # default branch's tests judge its staged kernel, and its own suite runs sandboxed.
-    assert tests["working-directory"] == "trusted" and tests["run"] == "python -m harness.gpu_tests ../candidate"
+    assert tests["working-directory"] == "trusted" and tests["run"] == "python -m harness.github.gpu_tests ../candidate"
     for job in jobs_.values():
         for step in job["steps"]:
             assert step.get("working-directory") != "candidate", step.get("name")
@@ -267,7 +267,7 @@ def test_history_measures_read_only_and_a_hosted_job_pushes_the_results():
         assert history[stores]["needs"] == measures
         assert [step["with"]["ref"] for step in checkouts(history[stores])] == ["${{ github.sha }}"]
         assert [script.split(" --")[0] for script in runs(history[stores])] == [
-            "python3 -m harness.results_branch store"
+            "python3 -m harness.history.results_branch store"
         ]
         assert all("--force" not in script and "push" not in script for script in runs(history[stores]))
     judge = history["changepoints"]

@@ -1,0 +1,5 @@
+import sys
+
+from harness.gate.cli import main
+
+sys.exit(main())

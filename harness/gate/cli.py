@@ -1,0 +1,578 @@
+"""The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
+
+    python -m harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
+                           [--summary summary.md] [--baseline base-gate.json ... [--max-drop 0.10]]
+                           [--kernel SOURCE] [--measure-only]
+    python -m harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
+    python -m harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
+
+``--kernel`` measures another tree's kernel with this harness: SOURCE is a commit or a checkout's
+path, and only its ``nf4kernel/`` is put on the path (``kernel_source.py``). ``--measure-only``
+writes the record and exits on the measurement alone (0 measured, 3, 4, 5), for a workflow that
+decides in a later step (``--replay``), in a process where the kernel under test never ran.
+
+1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and
+   ``F.linear(X, W)`` through it equals the ``Linear4bit`` module's own forward.
+2. Timing: interleaved rounds in this process (nf4kernel, Unsloth, bitsandbytes), 1000 x (up, gate,
+   down) per shape, ``torch.cuda.synchronize()`` after every call, the GPU's state (clocks,
+   throttle reasons, temperature, power) read before and after each round. ``--rounds`` first; while
+   the 95% interval of the speed-up straddles the threshold, 2 more at a time up to ``--max-rounds``.
+   Unsloth's classic path (``UNSLOTH_BNB_TRITON=0``) in a process of its own.
+3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold, or with
+   ``--baseline`` a drop from the base commit's speed-up larger than ``--max-drop`` with confidence),
+   2 bad arguments or input (a threshold that is no finite speed-up; a record or baseline that is
+   missing, breaks its schema (``records.py``) or timed nothing; a baseline of another workload, shape
+   set, GPU or harness version; a --json or --summary that can't be written), said in one line, 3
+   incorrect, 4 no CUDA GPU, 5 no Unsloth.
+
+The threshold is ``--threshold``, else ``NF4KERNEL_GATE_THRESHOLD``, else 1.15.
+
+``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
+(``noise.py``): exit 0 when measured, 4 without a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from harness.core import gpu_state, kernel_source, records
+from harness.gate import decision, noise
+from harness.gate.table import markdown, table
+
+ROUNDS_PER_BATCH = 2  # rounds added at a time while the interval straddles the threshold
+AA_ROUNDS = 15  # --aa's default: a noise floor from 5 rounds would itself be noise
+THRESHOLD_VARIABLE = "NF4KERNEL_GATE_THRESHOLD"
+
+
+def log(message: str) -> None:
+    print(f"[gate] {message}", flush=True)
+
+
+def environment(with_unsloth: bool = True) -> dict:
+    """What ran here: CUDA or why not, the device, the versions (gpu_state.versions) and whether
+    Unsloth imports (``with_unsloth``: its import takes 30 s; the A/A check doesn't need it)."""
+    versions = gpu_state.versions()
+    try:
+        import torch
+    except ImportError as error:
+        return {"cuda": False, "torch": None, "cuda_error": f"torch is not importable ({error})", "versions": versions}
+
+    env = {"cuda": torch.cuda.is_available(), "torch": torch.__version__, "versions": versions}
+    if not env["cuda"]:
+        env["cuda_error"] = f"torch {torch.__version__} sees no CUDA GPU"
+        return env
+    import bitsandbytes
+    import triton
+
+    from harness.core import workload
+
+    env.update(device=workload.device_name(), triton=triton.__version__, bitsandbytes=bitsandbytes.__version__)
+    if not with_unsloth:
+        return env
+    try:
+        workload.unsloth_impl()
+        env["unsloth"] = workload.unsloth_version()
+    except Exception as error:  # ImportError, or unsloth refusing this machine
+        env["unsloth"] = None
+        env["unsloth_error"] = f"{type(error).__name__}: {error}"
+    return env
+
+
+def check_correctness(mlps, impls) -> list[dict]:
+    """Every weight bit-identical to bitsandbytes and to Unsloth; ``X @ W.t()`` through it matching the
+    module's own forward: bit-identical where cuBLAS picks the same algorithm for both operand
+    layouts, else within the puzzle's check (``torch.testing.assert_close`` defaults)."""
+    import torch
+
+    checks = []
+    for mlp in mlps:
+        for name, layer in zip(("up", "gate", "down"), mlp.layers, strict=True):
+            ours = impls["nf4kernel"](layer)
+            for other in ("bitsandbytes", "unsloth"):
+                ok = torch.equal(ours, impls[other](layer))
+                checks.append({"shape": mlp.label, "weight": name, "check": other, "ok": ok, "exact": ok})
+            x = torch.randn(2, 64, layer.in_features, dtype=mlp.dtype, device="cuda")
+            got, expected = x @ ours.t(), layer(x)
+            exact = torch.equal(got, expected)
+            try:
+                torch.testing.assert_close(got, expected)
+                ok = True
+            except AssertionError:
+                ok = False
+            checks.append({"shape": mlp.label, "weight": name, "check": "Linear4bit forward", "ok": ok, "exact": exact})
+    return checks
+
+
+def use_kernel(source: str | None, stack: contextlib.ExitStack, staged: list[str] | None = None) -> dict:
+    """Puts the kernel under test first on this process's path (and on its children's): ``source``'s
+    nf4kernel alone, staged for the length of ``stack`` (or, with ``staged``, the folder and commit a
+    sandboxing parent staged); with no source, the one this Python finds (this checkout's). What the
+    record says about it."""
+    if staged:
+        kernel = kernel_source.Staged(staged[1], Path(staged[0]))
+        source = "staged by the sandboxing parent"
+    elif source is None:
+        return {"source": "the nf4kernel this Python imports"}
+    else:
+        kernel = stack.enter_context(kernel_source.staged(source))
+    sys.path.insert(0, str(kernel.path))
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(kernel.path), str(kernel_source.ROOT), *inherited])
+    log(f"the kernel under test: {kernel.describe()} (from {source})")
+    return {"source": source, "commit": kernel.commit, "staged": str(kernel.path)}
+
+
+def check_kernel(record: dict) -> None:
+    """The nf4kernel this process imported is the one under test (SourceError, exit 2, if not)."""
+    staged = record.get("kernel", {}).get("staged")
+    if staged:
+        record["kernel"]["imported_from"] = kernel_source.imported_from(Path(staged))
+    else:
+        import nf4kernel
+
+        record.setdefault("kernel", {})["imported_from"] = os.path.realpath(nf4kernel.__file__)
+
+
+def run_classic(rounds: int) -> dict:
+    """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: its own process, on
+    the same kernel (-P: not the current directory's nf4kernel; PYTHONPATH puts the one under test
+    first, then this harness)."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    path = os.pathsep.join([*inherited, str(kernel_source.ROOT)])
+    env = {**os.environ, "UNSLOTH_BNB_TRITON": "0", "PYTHONPATH": path}
+    command = [sys.executable, "-P", "-m", "harness.gate.classic", "--rounds", str(rounds)]
+    try:
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out"}
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
+        return {"error": lines[-1]}
+    lines = done.stdout.strip().splitlines() or ["(nothing)"]
+    try:
+        return json.loads(lines[-1])
+    except ValueError:
+        return {"error": f"its last line is not JSON: {lines[-1][:200]}"}
+
+
+def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> None:
+    """Adds ``count`` interleaved rounds to ``record["seconds"]``, and the GPU's state before and
+    after each to ``record["round_states"]``, carrying on the alternation of the rounds before."""
+    from harness.core import workload
+
+    seconds = record.setdefault("seconds", {name: [] for name in impls})
+    states = record.setdefault("round_states", [])
+    for _ in range(count):
+        index = len(states)
+        before = gpu_state.snapshot(device)
+        times = workload.one_round(impls, mlps, index)
+        after = gpu_state.snapshot(device)
+        # Either end counts: a cap seen only before the round was probably on for part of it.
+        throttled = sorted(set(gpu_state.is_throttled(before)) | set(gpu_state.is_throttled(after)))
+        states.append({"state_before": before, "state_after": after, "throttled": throttled})
+        for name, shape_seconds in times.items():
+            seconds[name].append(shape_seconds)
+        totals = ", ".join(f"{name} {sum(times[name]):.3f} s" for name in impls)
+        log(f"round {index + 1}: {totals}" + (f" (GPU throttled: {', '.join(throttled)})" if throttled else ""))
+
+
+def time_until_decided(record: dict, add_rounds, threshold: float, base=None, max_drop=decision.DEFAULT_MAX_DROP):
+    """``record["rounds_first"]`` rounds, then ROUNDS_PER_BATCH more at a time while an interval the
+    verdict rests on straddles its limit, up to ``record["max_rounds"]``; ``add_rounds(count)``
+    times them into the record. Leaves the number timed in ``record["rounds"]``."""
+    add_rounds(record["rounds_first"])
+    while (done := len(record["seconds"]["nf4kernel"])) < record["max_rounds"] and decision.more_rounds_would_help(
+        record, threshold, base, max_drop
+    ):
+        more = min(ROUNDS_PER_BATCH, record["max_rounds"] - done)
+        log(f"the 95% interval straddles a limit after {done} rounds: {more} more (at most {record['max_rounds']})")
+        add_rounds(more)
+    record["rounds"] = len(record["seconds"]["nf4kernel"])
+
+
+def prepare(record: dict) -> list:
+    """The Challenge A weights, and what the record says about them and the run."""
+    from harness.core import workload
+
+    record["calls_per_timing"] = workload.ROUNDS_PER_TIMING
+    log("building the Challenge A weights")
+    mlps = workload.challenge_a()
+    record["shapes"] = [
+        {"label": mlp.label, "bytes_per_call": statistics.mean(workload.bytes_moved(layer) for layer in mlp.layers)}
+        for mlp in mlps
+    ]
+    return mlps
+
+
+def measure(
+    rounds: int,
+    with_classic: bool,
+    max_rounds: int | None = None,
+    threshold: float = decision.DEFAULT_THRESHOLD,
+    base: dict | None = None,
+    max_drop: float = decision.DEFAULT_MAX_DROP,
+    kernel: dict | None = None,
+    base_file: str = "the base's record",
+) -> dict:
+    """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
+    ``max_rounds``) while an interval the verdict rests on straddles its limit. A ``base`` (named
+    ``base_file``) of another workload is refused (RecordError) before anything is timed."""
+    max_rounds = max(rounds, max_rounds or rounds)
+    record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
+    record["kernel"] = dict(kernel or {})
+    record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds, harness_version=records.HARNESS_VERSION)
+    env = record["environment"]
+    if not env["cuda"] or not env.get("unsloth"):
+        return record
+    import torch
+
+    from harness.core import workload
+
+    log(f"{env['device']}: torch {env['torch']}, triton {env['triton']}, unsloth {env['unsloth']}")
+    impls = {
+        "nf4kernel": workload.nf4kernel_impl(),
+        "unsloth": workload.unsloth_impl(),
+        "bitsandbytes": workload.bitsandbytes_impl(),
+    }
+    check_kernel(record)
+    log(f"nf4kernel imported from {record['kernel']['imported_from']}")
+    record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
+    mlps = prepare(record)
+    if base is not None and "seconds" in base:  # before minutes of timing, not after
+        records.same_workload(base, record, base_file, "this run")
+    log("checking correctness")
+    record["correctness"] = check_correctness(mlps, impls)
+    bad = [c for c in record["correctness"] if not c["ok"]]
+    log(f"{len(record['correctness']) - len(bad)}/{len(record['correctness'])} checks exact")
+    if bad:
+        return record
+    device = gpu_state.current_device()
+    log(f"timing {rounds} interleaved rounds of {workload.ROUNDS_PER_TIMING} x (up, gate, down) per shape")
+    workload.warm_up(impls, mlps)
+    add_rounds = functools.partial(timed_rounds, record, impls, mlps, device=device)
+    time_until_decided(record, add_rounds, threshold, base, max_drop)
+    del add_rounds, mlps  # the weights' GPU memory goes before the classic path's process starts
+    torch.cuda.empty_cache()
+    if with_classic:
+        log("timing Unsloth's classic path in its own process (UNSLOTH_BNB_TRITON=0)")
+        record["classic"] = run_classic(rounds)
+    return record
+
+
+def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
+    """nf4kernel against itself: the same function in slots A and B, interleaved like the gate's."""
+    record = {
+        "mode": noise.MODE,
+        "command": " ".join(["python -m harness.gate", *sys.argv[1:]]),
+        "environment": environment(with_unsloth=False),
+        "rounds": rounds,
+        "kernel": dict(kernel or {}),
+        "harness_version": records.HARNESS_VERSION,
+    }
+    if not record["environment"]["cuda"]:
+        return record
+    from harness.core import workload
+
+    dequantize = workload.nf4kernel_impl()
+    check_kernel(record)
+    impls = {noise.A: dequantize, noise.B: dequantize}
+    mlps = prepare(record)
+    log(f"timing {rounds} A/A rounds (nf4kernel against itself)")
+    workload.warm_up(impls, mlps)
+    timed_rounds(record, impls, mlps, rounds, gpu_state.current_device())
+    return record
+
+
+def command_line() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness.gate", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--threshold",
+        type=speed_up,
+        help=f"minimum median speed-up over Unsloth (default: {THRESHOLD_VARIABLE}, else {decision.DEFAULT_THRESHOLD})",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help=f"interleaved rounds first (at least {decision.MIN_ROUNDS}; default "
+        f"{decision.MIN_ROUNDS}, with --aa {AA_ROUNDS})",
+    )
+    parser.add_argument(
+        "--max-rounds",
+        type=int,
+        default=decision.DEFAULT_MAX_ROUNDS,
+        help="at most this many rounds while the interval straddles the threshold (%(default)s)",
+    )
+    parser.add_argument("--json", help="write the record and the verdict here")
+    parser.add_argument("--summary", help="append the table as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    parser.add_argument("--replay", help="decide on a recorded JSON instead of measuring")
+    parser.add_argument("--no-classic", action="store_true", help="skip Unsloth's classic path")
+    parser.add_argument("--aa", action="store_true", help="time nf4kernel against itself: the noise floor")
+    parser.add_argument(
+        "--baseline",
+        action="append",
+        help="the base commit's gate JSON from this runner: fail a drop beyond --max-drop. Given more than once "
+        "(runs of the base before and after the PR's), their rounds are pooled",
+    )
+    parser.add_argument(
+        "--max-drop",
+        type=float,
+        default=decision.DEFAULT_MAX_DROP,
+        help="the largest allowed drop of the speed-up from the base's, as a fraction (%(default)s)",
+    )
+    parser.add_argument(
+        "--kernel",
+        metavar="SOURCE",
+        help="measure this commit's or checkout's nf4kernel/ alone, with this harness (default: the one imported)",
+    )
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="with --kernel: measure in this process, not in bubblewrap's sandbox (a machine without it; the "
+        "workflows never pass it)",
+    )
+    parser.add_argument(
+        "--expect-kernel",
+        metavar="SHA",
+        help="with --replay: the commit the record's kernel must be (the approved one); --expect-base-kernel SHA "
+        "likewise for every --baseline",
+    )
+    parser.add_argument("--expect-base-kernel", metavar="SHA", help=argparse.SUPPRESS)
+    parser.add_argument("--staged", nargs=2, metavar=("DIR", "COMMIT"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="record, and exit on the measurement alone (0 measured, 3, 4, 5); decide later with --replay",
+    )
+    return parser
+
+
+def speed_up(text: str) -> float:
+    """A threshold: a finite speed-up above 0 (``float`` alone takes "nan", which passes every record,
+    and "inf", which fails every one)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"a threshold is a finite speed-up above 0, not {text!r}")
+    return value
+
+
+def threshold_from_environment(parser: argparse.ArgumentParser) -> float:
+    """NF4KERNEL_GATE_THRESHOLD where it is set (empty is refused: a variable set to nothing is a
+    mistake in the workflow, not a request for the default), else the default."""
+    text = os.environ.get(THRESHOLD_VARIABLE)
+    if text is None:
+        return decision.DEFAULT_THRESHOLD
+    try:
+        return speed_up(text)
+    except argparse.ArgumentTypeError as error:
+        parser.error(f"{THRESHOLD_VARIABLE}: {error}")
+
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """The arguments, checked against each other; a bad combination ends here (exit 2), before
+    anything is measured."""
+    args = parser.parse_args(argv)
+    if args.threshold is None:
+        args.threshold = threshold_from_environment(parser)
+    if args.rounds is None:
+        args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
+    if args.rounds < decision.MIN_ROUNDS:
+        parser.error(
+            f"--rounds must be at least {decision.MIN_ROUNDS} (a median and its interval need them), not {args.rounds}"
+        )
+    if args.max_rounds < args.rounds:
+        parser.error(f"--max-rounds ({args.max_rounds}) is below --rounds ({args.rounds})")
+    if not 0 <= args.max_drop < 1:
+        parser.error(f"--max-drop is a fraction in [0, 1), not {args.max_drop}")
+    if args.aa and (args.baseline or args.replay):
+        parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
+    if args.replay and (args.kernel or args.measure_only):
+        parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
+    if args.staged and not (args.measure_only and args.json == "-" and not args.kernel):
+        parser.error("--staged is the sandboxed measurement's own: with --measure-only --json - and no --kernel")
+    if (args.expect_kernel or args.expect_base_kernel) and not args.replay:
+        parser.error("--expect-kernel and --expect-base-kernel check records: give them with --replay")
+    if args.json == "-" and not args.staged:
+        parser.error("--json - is the sandboxed measurement's pipe; give a file")
+    if args.json != "-":
+        records.check_output(parser, "--json", args.json)
+    records.check_output(parser, "--summary", args.summary)
+    return args
+
+
+def read_record(path: str, option: str) -> dict:
+    """A gate or A/A record, checked against its schema; RecordError naming the option, the file
+    and the field when it is none."""
+    return records.read_gate(path, f"{option} {path}")
+
+
+def read_baselines(paths: list[str]) -> list[dict]:
+    """The base's records: gate records (not A/A), every timed one of the first's workload."""
+    bases = [read_record(path, "--baseline") for path in paths]
+    for path, base in zip(paths, bases, strict=True):
+        if base.get("mode") == noise.MODE:
+            raise records.RecordError(f"--baseline {path}", "mode", "an A/A record, not a gate record")
+    timed = [(path, base) for path, base in zip(paths, bases, strict=True) if "seconds" in base]
+    for path, base in timed[1:]:
+        records.same_workload(base, timed[0][1], f"--baseline {path}", f"--baseline {timed[0][0]}")
+    return bases
+
+
+def check_commits(record: dict, bases: list[dict], args) -> None:
+    """--expect-kernel, --expect-base-kernel: each record is of the commit the workflow measured, so a
+    record of another kernel (the base's own, handed in as the PR's) is refused."""
+    named = [(f"--replay {args.replay}", record, args.expect_kernel)]
+    named += [
+        (f"--baseline {path}", base, args.expect_base_kernel)
+        for path, base in zip(args.baseline or [], bases, strict=True)
+    ]
+    for file, found, wanted in named:
+        commit = (found.get("kernel") or {}).get("commit")
+        if wanted and commit != wanted:
+            raise records.RecordError(file, "kernel.commit", f"{commit!r}, not the expected {wanted}")
+
+
+def check_against_bases(record: dict, bases: list[dict], args) -> None:
+    """A replayed PR record and each timed base record: one workload, GPU and harness version."""
+    if "seconds" not in record:
+        return  # it timed nothing: the verdict is that (exit 3, 4 or 5), with no comparison to make
+    for path, base in zip(args.baseline or [], bases, strict=True):
+        if "seconds" in base:
+            records.same_workload(base, record, f"--baseline {path}", f"--replay {args.replay}")
+
+
+def write(args, record: dict, text: str, summary: str) -> None:
+    """The text on stdout, the record to --json, the summary to --summary; ValueError naming the
+    option and the file where one can't be written. ``--json -``: the record alone on the stream
+    that was stdout (a sandboxed measurement's pipe to its parent; everything else went to stderr)."""
+    print(text, flush=True)
+    if args.json == "-":
+        RECORD_STREAM.write(json.dumps(record) + "\n")
+        RECORD_STREAM.flush()
+        args = argparse.Namespace(**{**vars(args), "json": None})
+    for option, path, mode, content in (
+        ("--json", args.json, "w", lambda: json.dumps(record, indent=1)),
+        ("--summary", args.summary, "a", lambda: summary),
+    ):
+        if not path:
+            continue
+        try:
+            with open(path, mode) as f:
+                f.write(content())
+        except OSError as error:
+            raise ValueError(f"{option} {path}: {error.strerror or error}; the verdict above was not written") from None
+
+
+def report_aa(args, record: dict) -> int:
+    env = record["environment"]
+    if not env.get("cuda"):
+        why = env.get("cuda_error", "no CUDA GPU here")
+        text = f"A/A noise check: {why}: nothing was measured"
+        write(args, record, text, noise.markdown(text))
+        return decision.EXIT_NO_GPU
+    found = noise.report(record)
+    record["noise"] = found
+    text = noise.text(record, found, args.threshold)
+    write(args, record, text, noise.markdown(text))
+    return decision.EXIT_PASS
+
+
+RECORD_STREAM = sys.stdout  # where --json - writes: stdout as it was before main moved it
+
+
+def main(argv=None) -> int:
+    global RECORD_STREAM
+    records.plain_streams()
+    parser = command_line()
+    args = parse(parser, argv)
+    if args.json == "-":  # the record alone on the pipe; the log and the table go to stderr
+        RECORD_STREAM = os.fdopen(os.dup(1), "w")
+        os.dup2(2, 1)
+    try:
+        return run(args)
+    except ValueError as error:  # a malformed record or baseline, a base of another workload, no such kernel
+        refuse(parser, error)
+
+
+def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
+    """Exit 2 with one line on stderr: what was wrong, and where (a file and a field where it was a record)."""
+    parser.exit(decision.EXIT_BAD_INPUT, f"{parser.prog}: error: {' '.join(str(error).splitlines())}\n")
+
+
+def run(args) -> int:
+    """Read or measure, decide, report: the exit code. ValueError (RecordError among them) for input
+    that gives no verdict."""
+    with contextlib.ExitStack() as stack:
+        bases = read_baselines(args.baseline or [])
+        base = decision.pool(bases) if bases else None
+        # Without a CUDA GPU nothing is measured and the kernel under test is never imported: exit 4 here.
+        if args.kernel and not (args.replay or args.aa or args.no_sandbox) and gpu_state.gpu_here():
+            from harness.gate import (
+                sandboxed as gate_sandbox,
+            )  # the kernel under test runs in a sandboxed child; this process checks
+
+            record = gate_sandbox.measure(args)
+            check_against_bases(record, bases, args)
+            return report(args, record, decision.decide(record, args.threshold, base, args.max_drop))
+        kernel = None if args.replay else use_kernel(args.kernel, stack, args.staged)
+        if args.aa:
+            return report_aa(args, measure_aa(args.rounds, kernel))
+        if args.replay:
+            record = read_record(args.replay, "--replay")
+            if record.get("mode") == noise.MODE:
+                return report_aa(args, record)
+            check_commits(record, bases, args)
+            check_against_bases(record, bases, args)
+        else:
+            record = measure(
+                args.rounds,
+                not args.no_classic,
+                args.max_rounds,
+                args.threshold,
+                base,
+                args.max_drop,
+                kernel,
+                base_file="--baseline " + ", ".join(args.baseline or []),
+            )
+        verdict = decision.decide(record, args.threshold, base, args.max_drop)
+    return report(args, record, verdict)
+
+
+def report(args, record: dict, verdict: decision.Verdict) -> int:
+    if args.measure_only:
+        return report_measured(args, record, verdict)
+    record["threshold"] = args.threshold
+    record["verdict"] = verdict.as_dict()
+    if args.baseline:
+        record["baseline"] = {"path": args.baseline, "max_drop": args.max_drop}
+    text = table(record, verdict, args.threshold)
+    write(args, record, text, markdown(record, verdict, args.threshold, text))
+    return verdict.exit_code
+
+
+MEASUREMENT_FAILURES = (decision.EXIT_INCORRECT, decision.EXIT_NO_GPU, decision.EXIT_NO_UNSLOTH)
+
+
+def report_measured(args, record: dict, verdict: decision.Verdict) -> int:
+    """--measure-only: the record, with what it would be decided here for reading, and an exit code
+    that says only whether it measured: a kernel slower than the threshold still exits 0."""
+    record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+    text = table(record, verdict, args.threshold)
+    text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
+    write(args, record, text, "")
+    return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

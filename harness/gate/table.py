@@ -1,0 +1,220 @@
+"""What the gate prints and writes to the job summary, from a record and its verdict: the timing
+table, the speed-up with its interval and rounds, each round's ratio with the throttled ones marked,
+the GPU's state and versions, the comparison with the base, and the verdict line. Pure: tested on
+recorded data."""
+
+from __future__ import annotations
+
+import statistics
+
+from harness.gate import decision
+
+IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
+MARK = "*"  # beside a round taken while the GPU throttled
+
+
+def per_call_us(record: dict, name: str, shape: int) -> float:
+    return decision.per_call_us(record["seconds"][name], shape, record["calls_per_timing"])
+
+
+def _row(shape: dict, name: str, us: float, copy: float) -> str:
+    gbs = shape["bytes_per_call"] / us / 1e3
+    return f"| {shape['label']:22s} | {name:16s} | {us:8.1f} | {gbs:6.0f} | {100 * gbs * 1e9 / copy:6.1f} |"
+
+
+def timing_table(record: dict) -> list[str]:
+    """Per shape and implementation, microseconds per call (median round), the achieved bandwidth and
+    its share of this run's device copy; Unsloth's classic path from its own process."""
+    env = record["environment"]
+    copy = env["copy_bytes_per_s"]
+    lines = [
+        f"Challenge A on {env['device']} (copy {copy / 1e9:.0f} GB/s), {record['rounds']} interleaved rounds, "
+        "median round:",
+        "",
+        f"| {'shape':22s} | {'implementation':16s} | {'us/call':>8s} | {'GB/s':>6s} | {'% copy':>6s} |",
+        f"|{'-' * 24}|{'-' * 18}|{'-' * 10}|{'-' * 8}|{'-' * 8}|",
+    ]
+    classic = record.get("classic", {})
+    timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
+    for i, shape in enumerate(record["shapes"]):
+        for name in timed:
+            lines.append(_row(shape, name, per_call_us(record, name, i), copy))
+        if "seconds" in classic:
+            lines.append(_row(shape, "unsloth classic*", per_call_us(classic, "unsloth_classic", i), copy))
+    lines.append("")
+    if "seconds" in classic:
+        ratio = statistics.median(decision.round_ratios(classic, baseline="unsloth_classic"))
+        lines.append(f"* own process (UNSLOTH_BNB_TRITON=0), where nf4kernel was {ratio:.2f}x as fast")
+    elif classic:
+        lines.append(f"Unsloth's classic path was not measured: {classic.get('error')}")
+    return lines
+
+
+def speed_up(record: dict, verdict: decision.Verdict, threshold: float) -> list[str]:
+    """The median ratio with its interval and how many rounds it took, then every round's ratio."""
+    rounds = verdict.rounds
+    first = record.get("rounds_first")
+    how_many = f"{rounds} rounds"
+    if first and rounds > first:
+        how_many += f" ({first}, then {rounds - first} more while the interval straddled the threshold)"
+    throttled = dict(decision.throttled_rounds(record))
+    ratios = decision.round_ratios(record)
+    return [
+        f"nf4kernel vs Unsloth: median {verdict.ratio_median:.3f}x, {decision.CI_LEVEL:.0%} interval "
+        f"{verdict.ci_low:.3f}x to {verdict.ci_high:.3f}x (min {verdict.ratio_min:.3f}x, max {verdict.ratio_max:.3f}x) "
+        f"over {how_many}; threshold {threshold:.2f}x",
+        "per round: " + " ".join(f"{r:.3f}x{MARK if i + 1 in throttled else ''}" for i, r in enumerate(ratios)),
+        *throttle_lines(record),
+    ]
+
+
+def throttle_lines(record: dict) -> list[str]:
+    """Which rounds ran while the GPU throttled, or that none did, or why nobody knows."""
+    states = record.get("round_states")
+    if not states:
+        return ["the GPU's state was not recorded (the record predates round states)"]
+    unavailable = next((s["state_after"]["unavailable"] for s in states if "unavailable" in s["state_after"]), None)
+    if unavailable:
+        return [f"the GPU's state could not be read: {unavailable}"]
+    throttled = decision.throttled_rounds(record)
+    if not throttled:
+        return [f"none of the {len(states)} rounds was taken while the GPU throttled"]
+    reasons = sorted({r for _, rs in throttled for r in rs})
+    return [
+        f"{len(throttled)} of {len(states)} rounds were taken while the GPU throttled ({', '.join(reasons)}): "
+        f"marked {MARK}; they count, as both implementations ran in each"
+    ]
+
+
+def _span(values: list, unit: str, digits: int = 0) -> str:
+    values = [v for v in values if v is not None]
+    if not values:
+        return "?"
+    low, high = min(values), max(values)
+    return f"{low:.{digits}f} {unit}" if low == high else f"{low:.{digits}f} to {high:.{digits}f} {unit}"
+
+
+def gpu_state_line(record: dict) -> list[str]:
+    """The GPU's state just after each round (under load; the snapshot before a round is taken idle)."""
+    after = [s["state_after"] for s in record.get("round_states") or [] if "unavailable" not in s["state_after"]]
+    if not after:
+        return []
+    first = after[0]
+
+    def field(key):
+        return [s.get(key) for s in after]
+
+    return [
+        f"GPU after each round ({first['source']}): SM {_span(field('sm_clock_mhz'), 'MHz')} "
+        f"(max {_span(field('max_sm_clock_mhz'), 'MHz')}), memory {_span(field('mem_clock_mhz'), 'MHz')}, "
+        f"{_span(field('temperature_c'), '°C')}, {_span(field('power_w'), 'W')} "
+        f"of {_span(field('power_limit_w'), 'W')}"
+    ]
+
+
+def versions_line(record: dict) -> list[str]:
+    found = record.get("environment", {}).get("versions")
+    if not found:
+        return []
+    cuda = found.get("cuda") or "?"
+    if found.get("cuda_driver"):
+        cuda += f" (driver's {found['cuda_driver']})"
+    packages = ", ".join(f"{p} {found.get(p) or 'absent'}" for p in ("torch", "triton", "bitsandbytes", "unsloth"))
+    return [f"versions: driver {found.get('driver') or '?'}, CUDA {cuda}, {packages}"]
+
+
+def baseline_lines(verdict: decision.Verdict) -> list[str]:
+    b = verdict.baseline
+    if not b or "skipped" in b:
+        return []  # a skipped comparison is in the verdict's notes
+    level = f"{decision.CI_LEVEL:.0%}"
+    runs = b.get("base_run_medians") or []
+    over = f"{b['base_rounds']} rounds"
+    if len(runs) > 1:
+        spread = max(runs) / min(runs) - 1
+        over += f" of {len(runs)} runs: {', '.join(f'{m:.3f}x' for m in runs)}, {spread:.1%} apart"
+    return [
+        f"against the base commit: speed-up {b['ratio']:.3f}x the base's ({b['base_median']:.3f}x over "
+        f"{over}), a drop of {1 - b['ratio']:.1%} ({level} interval {1 - b['ci_high']:.1%} to "
+        f"{1 - b['ci_low']:.1%}); the gate fails a drop above {b['max_drop']:.0%} with confidence"
+    ]
+
+
+def kernel_line(record: dict) -> list[str]:
+    """Which nf4kernel was measured: a commit's package alone (--kernel), or the one imported."""
+    kernel = record.get("kernel") or {}
+    where = kernel.get("imported_from")
+    if not where:
+        return []
+    commit = kernel.get("commit")
+    what = f"nf4kernel of {commit[:12]} ({kernel['source']}), alone on the path" if commit else "nf4kernel"
+    return [f"kernel under test: {what}, imported from {where}"]
+
+
+def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
+    """The whole text, the verdict line last."""
+    lines = timing_table(record) if "seconds" in record else []
+    if verdict.ratio_median is not None:
+        lines += speed_up(record, verdict, threshold) + gpu_state_line(record) + baseline_lines(verdict)
+    lines += versions_line(record) + kernel_line(record)
+    checks = record.get("correctness", [])
+    if checks:
+        exact = sum(c.get("exact", c["ok"]) for c in checks)
+        lines.append(
+            f"correctness: {sum(c['ok'] for c in checks)}/{len(checks)} checks pass, {exact} of them bit-exact"
+        )
+    lines.append(verdict.line())
+    return "\n".join(lines)
+
+
+def chart(record: dict, threshold: float) -> str:
+    """A Mermaid bar chart (GitHub renders it in a job summary): the speed-up per shape, the
+    threshold as a line."""
+    labels = ", ".join(f'"{shape["label"]}"' for shape in record["shapes"])
+    ratios = decision.shape_ratios(record)
+    top = max([*ratios, threshold]) * 1.25
+    return "\n".join(
+        [
+            "```mermaid",
+            "xychart-beta",
+            '    title "nf4kernel speed-up over Unsloth fast_dequantize, per shape (median round)"',
+            f"    x-axis [{labels}]",
+            f'    y-axis "speed-up (x)" 0 --> {top:.2f}',
+            f"    bar [{', '.join(f'{r:.3f}' for r in ratios)}]",
+            f"    line [{', '.join(f'{threshold:.3f}' for _ in ratios)}]",
+            "```",
+        ]
+    )
+
+
+def markdown(record: dict, verdict: decision.Verdict, threshold: float, text: str) -> str:
+    """The job summary: the table as printed (a Markdown table), each other line a paragraph of its
+    own, the chart, the verdict in bold."""
+    *body, verdict_line = text.rsplit("\n", 1)
+    parts = ["### nf4kernel speed gate", *paragraphs(body[0] if body else "")]
+    if "seconds" in record and record.get("shapes"):
+        parts.append(chart(record, threshold))
+    parts.append(f"**{_escaped(verdict_line)}**")
+    return "\n\n".join(parts) + "\n"
+
+
+def paragraphs(text: str) -> list[str]:
+    """Markdown blocks: consecutive table rows stay one table; every other line is its own paragraph
+    (GitHub would run single lines together), its asterisks escaped (the throttle marks)."""
+    blocks, rows = [], []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            rows.append(line)
+            continue
+        if rows:
+            blocks.append("\n".join(rows))
+            rows = []
+        if line.strip():
+            blocks.append(_escaped(line))
+    if rows:
+        blocks.append("\n".join(rows))
+    return blocks
+
+
+def _escaped(line: str) -> str:
+    return line.replace("*", "\\*")

@@ -1,0 +1,129 @@
+"""The GPU test job: correctness judged by this checkout's tests (the default branch's), on a pull
+request's kernel, in bubblewrap's sandbox; then the PR's own suite, sandboxed too, as a second signal.
+
+    python -m harness.github.gpu_tests CANDIDATE [--no-sandbox] [-- PYTEST_ARGS...]
+
+1. **This checkout's kernel tests** (``tests/`` without ``tests/harness``: FP4, fp32 output, plain
+   absmax, odd sizes, ``out=``, the transposed packing, ``patch()``) against CANDIDATE's
+   ``nf4kernel/`` staged alone (``kernel_source.py``: its committed ``.py`` files), first on the path.
+   ``tests/conftest.py`` refuses to start (exit 4) if the kernel it imports is any other copy. The PR
+   can't edit these tests: they are the default branch's.
+2. **The PR's own kernel tests** that differ from this checkout's (a test file it adds or edits; all
+   of them where its ``tests/conftest.py`` differs), in its checkout (read-only, its own code),
+   sandboxed. Those it left as they are ran in step 1 on the same kernel.
+
+Each run is ``python -m pytest -n auto -p no:cacheprovider`` inside the sandbox (``sandbox.py``):
+nothing of the job's is visible, nothing it could write outlives it, no network. Both run even if
+the first fails; the exit code is the first failure's (pytest's: 1 tests failed, 4 the kernel is
+not the staged one, 5 no tests ran), 0 when both passed, 2 for bad arguments or a CANDIDATE with no
+kernel to stage, 126 when there is no sandbox here (``--no-sandbox`` runs without: the overhead's
+measurement, a machine without bubblewrap; the workflow never passes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from harness.core import kernel_source, sandbox
+from harness.core.paths import ROOT
+
+TIMEOUT_S = 1500
+PYTEST = ["-m", "pytest", "-n", "auto", "-p", "no:cacheprovider"]
+
+
+def run(label: str, argv: list[str], *, no_sandbox: bool, cwd: Path, read: list[Path], cache: Path, env: dict) -> int:
+    print(f"gpu-tests: {label}", flush=True)
+    started = time.perf_counter()
+    if no_sandbox:
+        done = subprocess.run(argv, cwd=cwd, env={**os.environ, **env}, check=False, timeout=TIMEOUT_S)
+    else:
+        view = {"read": read, "write": [cache], "cwd": cwd, "env": env}
+        done = sandbox.run(argv, timeout=TIMEOUT_S, stdout=None, **view)
+    print(f"gpu-tests: {label}: exit {done.returncode} in {time.perf_counter() - started:.0f} s", flush=True)
+    return done.returncode
+
+
+def their_tests(candidate: Path) -> list[str]:
+    """The PR's kernel test files (``tests/`` less ``tests/harness``) that this checkout lacks or holds
+    otherwise: the rest ran above, on the same kernel. Every one where its conftest.py differs."""
+
+    def files(root: Path) -> dict[str, bytes]:
+        tests = root / "tests"
+        found = {}
+        for path in sorted(tests.rglob("*.py")) if tests.is_dir() else []:
+            relative = path.relative_to(root)
+            if relative.parts[1:2] != ("harness",) and path.is_file() and not path.is_symlink():
+                found[relative.as_posix()] = path.read_bytes()
+        return found
+
+    ours, theirs = files(ROOT), files(candidate)
+    if theirs.get("tests/conftest.py") != ours.get("tests/conftest.py"):
+        return [name for name in theirs if Path(name).name.startswith("test_")]
+    return [name for name, text in theirs.items() if Path(name).name.startswith("test_") and ours.get(name) != text]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.github.gpu_tests", description=__doc__.split("\n\n")[0])
+    parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
+    parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (the workflow never does)")
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cut = argv.index("--") if "--" in argv else len(argv)  # after --: both pytest runs' own arguments
+    args, extra = parser.parse_args(argv[:cut]), argv[cut + 1 :]
+    if not (args.candidate / ".git").exists():
+        parser.error(f"{args.candidate} is not a git checkout")
+    if not args.no_sandbox and (why := sandbox.why_not()):
+        print(f"gpu-tests: no sandbox here: {why} (--no-sandbox runs without)", file=sys.stderr)
+        return sandbox.EXIT_NO_SANDBOX
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    candidate = args.candidate.resolve()
+    try:
+        with kernel_source.staged(str(candidate)) as kernel:
+            cache = sandbox.kernel_cache(kernel.commit)  # the PR's commit's: both runs run its code
+            env = {
+                # The staged kernel ahead of this checkout (whose benchmarks/ and harness/ the tests import).
+                "PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]),
+                "NF4KERNEL_UNDER_TEST": str(kernel.path),
+                **sandbox.cache_env(cache),
+            }
+            # -o pythonpath=: pyproject's pythonpath = ["."] would put this checkout's nf4kernel first.
+            ours = [sys.executable, *PYTEST, "-o", "pythonpath=", "--rootdir", str(ROOT), str(ROOT / "tests")]
+            ours += ["--ignore", str(ROOT / "tests" / "harness"), *extra]
+            first = run(
+                f"the default branch's kernel tests on {kernel.describe()}",
+                ours,
+                no_sandbox=args.no_sandbox,
+                cwd=kernel.path,
+                read=[kernel.path, ROOT],
+                cache=cache,
+                env=env,
+            )
+            changed = their_tests(candidate)
+            second = 0
+            if not changed:
+                print("gpu-tests: the PR's kernel tests are the default branch's, run above: nothing more to run")
+            else:
+                theirs = [sys.executable, *PYTEST, *changed, *extra]
+                env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), **sandbox.cache_env(cache)}
+                second = run(
+                    f"the PR's own kernel tests that differ from the default branch's ({len(changed)} files), in "
+                    f"{candidate}",
+                    theirs,
+                    no_sandbox=args.no_sandbox,
+                    cwd=candidate,
+                    read=[candidate],
+                    cache=cache,
+                    env=env,
+                )
+    except kernel_source.SourceError as error:
+        print(f"gpu-tests: {' '.join(str(error).splitlines())} (exit 2)", file=sys.stderr)
+        return 2
+    return first or second
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from harness.history.store import main
+
+sys.exit(main())

@@ -1,0 +1,109 @@
+"""An asv plugin (``"plugins"`` in asv.conf.json): ``asv publish`` builds the harness's site.
+
+Typed in the repository's root, ``asv publish`` builds the very site ``python -m harness.history.site
+publish`` (and so ``nox -s publish`` and ``nox -s bench``) builds, because that one runs ``asv
+publish`` too:
+
+1. the results are seeded with the GPU history committed under benchmarks/history/ (``history.seed``);
+2. asv's own publish reads a copy of them holding the GPU machines alone (a CPU machine's times are
+   the interpreter's; ``site.gpu_results``);
+3. the benchmarks no machine has a result for are left off the index, asv's scripts insert tag,
+   branch, machine and benchmark names as text where they built markup from them, and the pages
+   load the vendored libraries instead of CDNs, under a Content-Security-Policy that refuses
+   inline script (``site.drop_benchmarks_without_results``, ``site.text_as_text``,
+   ``site.make_self_contained``), in the html_dir asv was given (``asv publish -o DIR`` included).
+
+Without this plugin a plain ``asv publish`` writes pages that load their scripts from CDNs and
+graph the CPU machine beside the GPUs.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+from importlib.metadata import version
+from pathlib import Path
+
+# Every handle of asv's that this module relies on, checked on asv 0.6.6 (requirements/harness.txt):
+# - asv.commands.publish.Publish.run, a classmethod run(conf, range_spec=None, pull=True) that writes
+#   the site into conf.html_dir from the results in conf.results_dir; every way of publishing calls
+#   it (``asv publish`` after applying ``-o``, the gh-pages plugin), so it is the one place to wrap;
+# - a plugin module's setup(), which asv's plugin manager calls once it has imported the module;
+# - asv.util.UserError, which asv reports as one line, exiting 1;
+# - asv's www/ folder in its package, the pages and scripts Publish.run copies into the site, whose
+#   scripts site.text_as_text changes (checked against asv 0.6.6's bytes before anything is written).
+import asv
+from asv.commands.publish import Publish
+from asv.util import UserError
+
+from harness.history import site
+from harness.history import store as history
+
+CHECKED_ON = "0.6.6"
+CHECKED_PARAMETERS = ["cls", "conf", "range_spec", "pull"]
+_WRAPPED = "_nf4kernel_site"  # marks the wrapper, so that a second setup() does not wrap it again
+
+
+def setup() -> None:
+    """asv's plugin hook: ``Publish.run`` becomes the harness's whole publish. An asv whose
+    ``Publish.run`` is not the one checked publishes nothing: it fails saying so."""
+    current = Publish.__dict__.get("run")
+    asvs_run = getattr(current, "__func__", None)
+    if getattr(asvs_run, _WRAPPED, False):
+        return
+    Publish.run = classmethod(_publishing_with(asvs_run) if _is_the_checked_run(current) else _refuse)
+
+
+def _is_the_checked_run(run) -> bool:
+    if not isinstance(run, classmethod):
+        return False
+    return list(inspect.signature(run.__func__).parameters) == CHECKED_PARAMETERS
+
+
+def _refuse(cls, *args, **kwargs):
+    raise UserError(
+        f"harness/history/asv_site.py was checked on asv {CHECKED_ON}'s Publish.run(conf, range_spec, pull); asv "
+        f"{version('asv')}'s is another, so the site would not be the harness's: check the plugin against it"
+    )
+
+
+def _publishing_with(asvs_run):
+    def run(cls, conf, range_spec=None, pull=True):
+        results_dir = conf.results_dir
+        _check_assets()  # before asv replaces the old site with one that could not be made self-contained
+        seeded = history.seed(Path(results_dir))
+        if seeded:
+            print(f"site: {seeded} files of the committed GPU history copied into {results_dir}", flush=True)
+        with tempfile.TemporaryDirectory(prefix="asv-publish-") as tmp:
+            try:  # a truncated or foreign machine.json: one line naming it, before asv runs
+                left_out = site.gpu_results(Path(results_dir), Path(tmp) / "results")
+            except ValueError as error:
+                raise UserError(f"site: {error}") from None
+            conf.results_dir = str(Path(tmp) / "results")
+            try:
+                asvs_run(cls, conf, range_spec=range_spec, pull=pull)
+            finally:
+                conf.results_dir = results_dir
+        for name in left_out:
+            print(f"site: {name}'s results are not graphed: a CPU machine's times are the interpreter's", flush=True)
+        _finish(Path(conf.html_dir))
+
+    setattr(run, _WRAPPED, True)
+    return run
+
+
+def _check_assets() -> None:
+    try:
+        site.check_assets()
+        site.check_asv_scripts(Path(asv.__file__).parent / "www")  # the pages asv is about to copy
+    except ValueError as error:  # its message names the site's assets already
+        raise UserError(str(error)) from None
+
+
+def _finish(html_dir: Path) -> None:
+    try:
+        site.drop_benchmarks_without_results(html_dir)
+        site.text_as_text(html_dir)
+        site.make_self_contained(html_dir)
+    except ValueError as error:
+        raise UserError(f"site: {error}") from None

@@ -1,0 +1,134 @@
+"""Running asv the one way the harness runs it, for this commit or another one.
+
+* Suites: which benchmarks a run selects, and which baselines its measuring process imports.
+* ``run``: ``asv run`` in this Python for one commit, under the machine's GPU name and the stable
+  environment name (``asv_env.py``), with that commit's nf4kernel (staged alone by
+  ``kernel_source.py``) first on the benchmark processes' path: one ruler (this checkout's
+  ``benchmarks/``), any kernel.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+
+from harness.core.paths import ROOT
+from harness.history.asv_env import SPEC
+
+BASELINES_ENV = "NF4KERNEL_BENCH_BASELINES"  # read by benchmarks/_ruler.py in the measuring process
+
+_NF4KERNEL_ONLY = r"^gpu\.(KernelTime|TimeOverCopy|PeakGpuMemory)\."
+
+
+@dataclass(frozen=True)
+class Suite:
+    """The benchmarks a run selects (an asv ``--bench`` regex) and the baselines it measures."""
+
+    bench: str
+    baselines: str  # NF4KERNEL_BENCH_BASELINES: "all" or "none"
+    about: str
+
+
+SUITES = {
+    "gpu": Suite(r"^(gpu|training)\.", "all", "the GPU suite, with Unsloth and bitsandbytes, and the training step"),
+    "nf4kernel-only": Suite(_NF4KERNEL_ONLY, "none", "nf4kernel's own figures (no baseline imported)"),
+    "cpu": Suite(r"^cpu_interpreter\.", "none", "the CPU-interpreter smoke benchmarks"),
+}
+
+
+def load_config(config: str) -> dict:
+    from asv.util import load_json
+
+    return load_json(config, js_comments=True)
+
+
+def asv_env(*front: str) -> dict:
+    """asv drops PYTHONPATH from its benchmark processes and uses ASV_PYTHONPATH instead: carry it
+    over (``front`` first), so a package found through PYTHONPATH (an offline bundle, a worktree) is
+    found there too."""
+    paths = [*front, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "ASV_PYTHONPATH": os.pathsep.join(paths)} if paths else dict(os.environ)
+
+
+def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None, check: bool = True) -> int:
+    """``python -m asv ARGS --config CONFIG`` from the repository's root (asv.conf.json's paths and its
+    plugin are relative to it). Returns asv's exit code: 2 from ``run`` means a benchmark failed."""
+    command = [sys.executable, "-m", "asv", *args, "--config", str(config)]
+    print("+ python", " ".join(command[1:]), flush=True)  # this Python: the one running the harness
+    done = subprocess.run(command, cwd=ROOT, env=env if env is not None else asv_env(), check=False)
+    if check and done.returncode not in (0, 2):
+        raise subprocess.CalledProcessError(done.returncode, command)
+    return done.returncode
+
+
+def run(commit: str, suite: str, info: dict, config: str, source: str | None = None, quick: bool = False) -> int:
+    """``asv run`` of ``suite`` for ``commit`` (results stored under that hash). nf4kernel comes from
+    ``source`` (a folder holding that commit's nf4kernel alone) when given, else from this checkout:
+    asv's benchmark processes start elsewhere, and on a runner nothing installs the package (only the
+    rehearsal on a GPU showed it: ``ModuleNotFoundError: No module named 'nf4kernel'``). ``info`` is
+    the machine's description (``machine.register``); its machine.json is rewritten whole after asv
+    wrote the parameters alone there."""
+    chosen = SUITES[suite]
+    ensure_branches(config)
+    env = asv_env(source or str(ROOT))
+    env[BASELINES_ENV] = chosen.baselines
+    command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", info["machine"], "--bench", chosen.bench]
+    command += ["--show-stderr"] + (["--quick"] if quick else [])
+    code = asv(*command, config=config, env=env)
+    from harness.history import machine
+
+    machine.record(ROOT / load_config(str(ROOT / config))["results_dir"], info)
+    return code
+
+
+def ensure_branches(config: str) -> None:
+    """asv refuses to run ("Unknown branch main in configuration") where a branch its configuration
+    names is not a local branch of its repository, as in a checkout of one commit (the workflows check
+    out a PR's base by its hash). Such a branch is made at HEAD: the commit being run is on it."""
+    conf = load_config(str(ROOT / config))  # asv runs from ROOT, where relative paths start
+    repo = ROOT / conf.get("repo", ".")
+    for branch in conf.get("branches", []):
+        verify = ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"]
+        if subprocess.run(verify, cwd=repo, capture_output=True, check=False).returncode != 0:
+            subprocess.run(["git", "branch", branch, "HEAD"], cwd=repo, capture_output=True, check=True)
+            print(f"asv: no local branch {branch} in {repo}; made one at HEAD for asv", flush=True)
+
+
+@dataclass
+class Outcome:
+    measured: int
+    skipped: list
+    failed: list
+
+    def line(self) -> str:
+        text = f"{self.measured} measured, {len(self.skipped)} skipped, {len(self.failed)} failed"
+        return text + (f" (failed: {', '.join(self.failed[:5])})" if self.failed else "")
+
+
+def outcome(results_dir: str, machine: str, commit: str, bench: str) -> Outcome:
+    """What ``asv run`` stored for ``commit``: how many values were measured, which were skipped
+    (NaN: asv's mark for a setup that raised NotImplementedError) and which failed (None)."""
+    from asv.results import iter_results_for_machine_and_hash
+
+    measured, skipped, failed = 0, [], []
+    pattern = re.compile(bench)
+    for result in iter_results_for_machine_and_hash(results_dir, machine, commit):
+        for name in result.get_all_result_keys():
+            if not pattern.search(name):
+                continue
+            for value in result.get_result_value(name, result.get_result_params(name)):
+                if value is None:
+                    failed.append(name)
+                elif isinstance(value, float) and math.isnan(value):
+                    skipped.append(name)
+                else:
+                    measured += 1
+    return Outcome(measured, sorted(set(skipped)), sorted(set(failed)))
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()

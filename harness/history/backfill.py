@@ -1,0 +1,202 @@
+"""A history from day one: benchmark earlier commits of main, each commit's nf4kernel alone.
+
+    python -m harness.history.backfill RANGE [--suite nf4kernel-only] [--store] [--force]
+    python -m harness.history.backfill --missing [--limit N] [--list [--machine NAME]] [--suite gpu] [RANGE]
+
+RANGE is a git revision range (``c0dfe69~12..c0dfe69``, ``main~10..main``); its first-parent commits
+are benchmarked oldest first, each commit's nf4kernel (and nothing else of its tree:
+``kernel_source.py``) measured by *this* checkout's ruler, as the regression check does. A commit
+whose nf4kernel can't be imported from its own tree (it predates the package, or fails to import)
+is skipped, and the run says so and why. Commits already benchmarked on this machine are skipped
+unless ``--force``.
+
+``--missing`` measures the commits that have no result yet: the first-parent commits of RANGE
+(default ``HEAD``) that this machine has no measured value of the suite for in .asv/results (the
+committed history and, in CI, the ``asv-results`` branch, seeded there first), newer than the oldest
+commit it has one for (older ones predate the history: name a range for those). The newest come
+first, at most ``--limit`` of them (default 3) a run, whether measured or skipped as unrunnable.
+history.yml's scheduled job runs it, so a commit whose merge run GitHub cancelled (its concurrency
+group keeps one pending run) is measured later. ``--list`` names them and measures nothing (no GPU
+needed); ``--machine`` then says whose results count (default: this machine's).
+
+The default suite is nf4kernel's own figures (kernel time, time over copy, memory peak): no baseline
+is imported, so a commit takes seconds, not Unsloth's 30 s import. ``--store`` then merges the
+machine's results into benchmarks/history/ to be committed.
+
+Exit 0 done (or nothing missing); 1 ``--store`` found nothing of this machine to store, or a file
+that isn't asv's; 2 no such range, no commit in it, arguments that don't go together, or an asv
+configuration that can't be read; 4 no CUDA GPU (with a GPU suite).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+from harness.core import kernel_source
+from harness.history import asvrun, machine
+from harness.history import store as history
+
+# Imports nf4kernel as the benchmark processes will (the staged folder first on the path) and checks
+# that it came from there and has the call the ruler uses.
+_PROBE = (
+    "import os, sys, nf4kernel; "
+    "where = os.path.realpath(nf4kernel.__file__); "
+    "assert where.startswith(os.path.realpath(sys.argv[1]) + os.sep), f'found at {where}, not in the staged folder'; "
+    "nf4kernel.dequantize"
+)
+
+
+def why_not_runnable(tree: str) -> str | None:
+    """None if this tree's nf4kernel imports from the tree and has ``dequantize``; else the reason."""
+    if not os.path.isfile(os.path.join(tree, "nf4kernel", "__init__.py")):
+        return "no nf4kernel package in this commit"
+    env = asvrun.asv_env(tree)
+    env["PYTHONPATH"] = env.pop("ASV_PYTHONPATH")
+    # -P: no current directory first on the path (it would find this checkout's nf4kernel)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", _PROBE, tree], env=env, capture_output=True, text=True, timeout=300, check=False
+    )
+    if done.returncode != 0:
+        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
+        return f"nf4kernel does not import: {lines[-1]}"
+    return None
+
+
+def parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m harness.history.backfill", description=__doc__.splitlines()[0])
+    parser.add_argument("range", nargs="?", help="git revision range of main, e.g. main~10..main")
+    parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
+    parser.add_argument("--config", default="asv.conf.json")
+    parser.add_argument("--force", action="store_true", help="benchmark commits already in the results again")
+    parser.add_argument("--store", action="store_true", help="merge the results into benchmarks/history")
+    parser.add_argument("--missing", action="store_true", help="the commits with no result yet, newest first")
+    parser.add_argument("--limit", type=int, default=3, help="--missing: at most this many commits a run (3)")
+    parser.add_argument("--list", action="store_true", help="--missing: name them, measure nothing")
+    parser.add_argument("--machine", help="--list: the machine whose results count (default: this one)")
+    args = parser.parse_args(argv)
+    if args.missing:
+        if args.limit < 1:
+            parser.error(f"--limit must be 1 or more, not {args.limit}")
+        if args.force:
+            parser.error("--force goes with a RANGE, not --missing (a missing commit has nothing to force)")
+        if args.machine and not args.list:
+            parser.error("--machine goes with --list: a run measures this machine")
+    elif args.range is None:
+        parser.error("a RANGE, or --missing")
+    elif args.list or args.machine:
+        parser.error("--list and --machine go with --missing")
+    return args
+
+
+def first_parents(spec: str, newest_first: bool = False) -> list[str]:
+    """The first-parent commits of a revision range; CalledProcessError where git can't read it."""
+    order = [] if newest_first else ["--reverse"]
+    return asvrun.git("rev-list", "--first-parent", *order, spec).split()
+
+
+def missing_commits(newest_first: list[str], results, machine_name: str, bench: str, limit: int) -> list[str]:
+    """Of ``newest_first``, the commits with no measured value of ``bench`` on ``machine_name`` in
+    ``results`` that are newer than the oldest one with a value, newest first, at most ``limit``."""
+    measured = [asvrun.outcome(str(results), machine_name, sha, bench).measured > 0 for sha in newest_first]
+    oldest = max((i for i, has in enumerate(measured) if has), default=len(newest_first))
+    return [sha for sha, has in zip(newest_first[:oldest], measured, strict=False) if not has][:limit]
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    spec = args.range or "HEAD"
+    try:
+        commits = first_parents(spec, newest_first=args.missing)
+    except subprocess.CalledProcessError as error:
+        print(f"backfill: {spec} is not a revision range here: {error.stderr.strip()}", file=sys.stderr)
+        return 2
+    if not commits:
+        print(f"backfill: no commits in {spec}", file=sys.stderr)
+        return 2
+    bench = asvrun.SUITES[args.suite].bench
+    if args.missing and args.list:
+        if (results := results_dir(args.config)) is None:
+            return 2
+        history.seed(results)
+        chosen = missing_commits(commits, results, args.machine or machine.describe()["machine"], bench, args.limit)
+        return list_missing(chosen, spec, args.limit)
+    info = machine.register()
+    print(f"backfill: {machine.one_line(info)}", flush=True)
+    if info["gpu"] == "none" and args.suite != "cpu":
+        print("backfill: no CUDA GPU here (use --suite cpu for a smoke run)", file=sys.stderr)
+        return 4
+    if (results := results_dir(args.config)) is None:
+        return 2
+    history.seed(results)
+    if args.missing:
+        commits = missing_commits(commits, results, info["machine"], bench, args.limit)[::-1]  # oldest first
+        if not commits:
+            print(f"backfill: every first-parent commit of {spec} has a result on {info['machine']}", flush=True)
+            return store(results, info) if args.store else 0
+        print(f"backfill: {len(commits)} commits of {spec} with no result yet (--limit {args.limit})", flush=True)
+    measure(commits, spec, args, results, info, bench)
+    return store(results, info) if args.store else 0
+
+
+def results_dir(config: str):
+    """The results folder asv's configuration names; None, said in one line, where it can't be read."""
+    from asv.util import UserError
+
+    try:
+        return asvrun.ROOT / asvrun.load_config(config)["results_dir"]
+    except (OSError, ValueError, KeyError, UserError) as error:
+        print(f"backfill: cannot read the results folder from {config}: {error}", file=sys.stderr)
+        return None
+
+
+def list_missing(chosen: list[str], spec: str, limit: int) -> int:
+    for sha in chosen:
+        print(f"{sha} {asvrun.git('show', '-s', '--format=%s', sha)[:60]}", flush=True)
+    print(f"backfill: {len(chosen)} commits of {spec} with no result yet, newest first (--limit {limit})", flush=True)
+    return 0
+
+
+def measure(commits: list[str], spec: str, args, results, info: dict, bench: str) -> None:
+    done, skipped = [], []
+    print(f"backfill: {len(commits)} commits of {spec}: {asvrun.SUITES[args.suite].about}", flush=True)
+    for sha in commits:
+        subject = asvrun.git("show", "-s", "--format=%s", sha)[:60]
+        if not args.force and asvrun.outcome(str(results), info["machine"], sha, bench).measured:
+            print(f"backfill: {sha[:8]} already benchmarked on {info['machine']}: {subject}", flush=True)
+            continue
+        started = time.perf_counter()
+        try:
+            with kernel_source.staged(sha) as kernel:
+                why = why_not_runnable(str(kernel.path))
+                if why is None:
+                    asvrun.run(sha, args.suite, info, args.config, source=str(kernel.path))
+        except kernel_source.SourceError as error:
+            why = str(error)
+        if why is not None:
+            skipped.append((sha, why))
+            print(f"backfill: {sha[:8]} skipped: {why} ({subject})", flush=True)
+            continue
+        found = asvrun.outcome(str(results), info["machine"], sha, bench)
+        done.append(sha)
+        print(f"backfill: {sha[:8]} {found.line()} in {time.perf_counter() - started:.0f} s ({subject})", flush=True)
+    print(f"backfill: {len(done)} benchmarked, {len(skipped)} skipped", flush=True)
+    for sha, why in skipped:
+        print(f"  skipped {sha[:8]}: {why}", flush=True)
+
+
+def store(results, info: dict) -> int:
+    try:
+        stored = history.store(results, info["machine"])
+    except ValueError as error:  # no results of this machine, or a file that isn't asv's
+        print(f"backfill: nothing stored: {error}", file=sys.stderr)
+        return 1
+    print(f"backfill: {stored} result files of {info['machine']} in {history.label(history.STORE)}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

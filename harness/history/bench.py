@@ -1,0 +1,86 @@
+"""The main job: the asv suite for the current commit on this machine, then the history site.
+
+    python -m harness.history.bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
+
+On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures all come from one
+measuring process); without one, only the CPU-interpreter smoke benchmarks, whose times are no
+verdict on the kernel. The machine is named after the GPU (``machine.py``); results go to
+.asv/results, seeded from the GPU history committed under benchmarks/history/; the site,
+self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
+
+``--store`` copies a GPU machine's results into the committed history, which holds GPU machines
+only: without a CUDA GPU it is refused before anything is measured.
+
+Exit 0: measured (and stored, with ``--store``), and the site built. 1: a benchmark failed or measured
+nothing, or ``--store`` found no results of this machine to store. 4: a GPU suite, or ``--store``,
+asked for on a machine without a CUDA GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from harness.history import asvrun, machine, site
+from harness.history import store as history
+
+
+def log(message: str) -> None:
+    print(f"bench: {message}", flush=True)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.history.bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--suite", choices=sorted(asvrun.SUITES), help="default: gpu with a CUDA GPU, else cpu")
+    parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
+    parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")
+    parser.add_argument("--no-publish", action="store_true", help="skip building the site")
+    parser.add_argument("--config", default="asv.conf.json")
+    args = parser.parse_args(argv)
+
+    started = time.perf_counter()
+    info = machine.register()
+    log(machine.one_line(info))
+    gpu = info["gpu"] != "none"
+    suite = args.suite or ("gpu" if gpu else "cpu")
+    if not gpu and suite != "cpu":
+        log(f"the {suite} suite needs a CUDA GPU; none here (exit 4)")
+        return 4
+    if not gpu and args.store:
+        log("--store needs a CUDA GPU; none here: the committed history holds GPU machines only (exit 4)")
+        return 4
+    if not gpu:
+        log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
+    conf = asvrun.load_config(args.config)
+    results = asvrun.ROOT / conf["results_dir"]
+    seeded = history.seed(results)
+    if seeded:
+        log(f"{seeded} files of the committed GPU history copied into {conf['results_dir']}")
+    commit = asvrun.git("rev-parse", "HEAD")
+    log(f"{commit[:8]}: {asvrun.SUITES[suite].about}")
+    code = asvrun.run(commit, suite, info, args.config, quick=args.quick)
+    found = asvrun.outcome(str(results), info["machine"], commit, asvrun.SUITES[suite].bench)
+    log(f"{commit[:8]} on {info['machine']}: {found.line()}, {time.perf_counter() - started:.0f} s")
+    stored = not args.store or store(results, info["machine"])
+    if not args.no_publish:
+        html = site.publish(args.config)
+        log(
+            f"the history site is in {html} ({time.perf_counter() - started:.0f} s in all); "
+            "view it with `asv preview` or `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
+        )
+    return 0 if code == 0 and not found.failed and found.measured and stored else 1
+
+
+def store(results, machine_name: str) -> bool:
+    """The machine's results copied into the committed history; False, said in one line, where it has none."""
+    try:
+        log(f"{history.store(results, machine_name)} result files of {machine_name} in {history.STORE}")
+    except ValueError as error:  # a run that wrote nothing for this machine
+        log(f"nothing stored: {error}")
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())

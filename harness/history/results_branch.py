@@ -1,0 +1,265 @@
+"""The ``asv-results`` branch: every GPU result history.yml measured, kept append-only.
+
+    python -m harness.history.results_branch fetch --into DIR [--url URL]
+    python -m harness.history.results_branch store --from DIR [--url URL] [--message TEXT] [--attempts N]
+
+``fetch`` merges the branch's files into DIR (the benchmark job's .asv/results, before asv runs).
+``store`` merges DIR's GPU machines into the branch and pushes one new commit on top of it. The
+merge is ``result_merge.py``'s: benchmark by benchmark, the newer measurement wins and no measured
+value is dropped; the newest machine.json and suite list win. So:
+
+* **Nothing is ever forced.** A store is a commit whose parent is the branch's tip; the branch's
+  history is every store, and any earlier state is a ``git show`` away.
+* **A failed read fails.** ``git ls-remote --exit-code`` tells "the branch does not exist yet" (exit 2:
+  the first store creates it) from every other failure (unreachable, refused, timed out), which
+  ends the command with exit 3 before anything is written.
+* **A re-run, or two stores racing, lose nothing.** A push the branch moved under (another store
+  landed between this one's fetch and push) is merged again onto the new tip and pushed again, at
+  most ``--attempts`` times; a push refused while the branch stayed where it was (permissions, a
+  protection rule) is not retried.
+* A store that changes nothing makes no commit. Every file it adds or changes is named.
+
+URL defaults to ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN``, when set, is sent
+as the HTTP authorization (through git's environment, never on a command line). Standard library
+only: the hosted store job runs it with the runner's own Python.
+
+Exit 0: done (or nothing to do, or no branch yet to fetch). 2: bad input (no URL, DIR holds no
+machine's results, a file that isn't asv's). 3: the remote could not be read or written, or the
+branch moved under every attempt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from harness.history import result_merge
+
+BRANCH = "asv-results"
+REF = f"refs/heads/{BRANCH}"
+BOT_NAME, BOT_EMAIL = "nf4kernel-bot", "nf4kernel-bot@users.noreply.github.com"
+GIT_TIMEOUT_S = 300
+ATTEMPTS = 5
+EXIT_BAD_INPUT, EXIT_REMOTE = 2, 3
+
+
+class RemoteError(RuntimeError):
+    """The remote could not be read or written; the message is one line."""
+
+
+def say(message: str) -> None:
+    print(f"results-branch: {message}", flush=True)
+
+
+# --- git ---------------------------------------------------------------------------------------------
+
+
+def git_env() -> dict[str, str]:
+    """This process's environment for git: never a password prompt (a job would hang on it), the
+    bot as author, and the token, if any, as an HTTP header set through GIT_CONFIG_* variables."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    env.update(GIT_AUTHOR_NAME=BOT_NAME, GIT_AUTHOR_EMAIL=BOT_EMAIL)
+    env.update(GIT_COMMITTER_NAME=BOT_NAME, GIT_COMMITTER_EMAIL=BOT_EMAIL)
+    token = os.environ.get("GITHUB_TOKEN")
+    if token:
+        count = int(env.get("GIT_CONFIG_COUNT") or 0)
+        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode()
+        env[f"GIT_CONFIG_KEY_{count}"] = "http.extraHeader"
+        env[f"GIT_CONFIG_VALUE_{count}"] = f"Authorization: basic {basic}"
+        env["GIT_CONFIG_COUNT"] = str(count + 1)
+    return env
+
+
+def git(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    command = ["git", "-c", "core.hooksPath=/dev/null", *args]
+    try:
+        return subprocess.run(
+            command,
+            cwd=cwd,
+            env=git_env(),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT_S,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise RemoteError(f"git {args[0]} took more than {GIT_TIMEOUT_S} s") from None
+
+
+def last_line(done: subprocess.CompletedProcess) -> str:
+    """git's reason in one line: a ref push --porcelain rejected (``!``), else its first fatal or error
+    line (what follows is advice), else its last line."""
+    text = f"{done.stdout or ''}\n{done.stderr or ''}"
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for prefixes in (("!",), ("fatal:", "error:")):
+        found = [line for line in lines if line.startswith(prefixes)]
+        if found:
+            return " ".join(found[0].split())
+    return lines[-1] if lines else f"exit {done.returncode}"
+
+
+def local(*args: str, cwd: Path, stdin: str | None = None) -> str:
+    """A git command on the scratch repository: it can't fail but for a bug, said in one line."""
+    done = git(*args, cwd=cwd, stdin=stdin)
+    if done.returncode != 0:
+        raise RuntimeError(f"git {' '.join(args)}: {last_line(done)}")
+    return done.stdout.strip()
+
+
+def branch_tip(url: str, cwd: Path) -> str | None:
+    """The branch's commit, or None when the remote answered that it has no such branch."""
+    done = git("ls-remote", "--exit-code", url, REF, cwd=cwd)
+    if done.returncode == 2:
+        return None
+    if done.returncode != 0:
+        raise RemoteError(f"could not read {url}: {last_line(done)}")
+    return done.stdout.split()[0]
+
+
+def check_out_branch(url: str, work: Path) -> str | None:
+    """A scratch repository in ``work`` with the branch's files checked out; returns the commit they
+    are of, or None (and an empty folder) where the branch does not exist yet."""
+    local("init", "-q", cwd=work)
+    if branch_tip(url, work) is None:
+        return None
+    done = git("fetch", "-q", "--no-tags", "--depth=1", url, REF, cwd=work)
+    if done.returncode != 0:
+        raise RemoteError(f"could not fetch {BRANCH} from {url}: {last_line(done)}")
+    local("checkout", "-q", "--detach", "FETCH_HEAD", cwd=work)
+    return local("rev-parse", "HEAD", cwd=work)
+
+
+# --- fetch ---------------------------------------------------------------------------------------------
+
+
+def fetch(url: str, into: Path) -> int:
+    with tempfile.TemporaryDirectory(prefix="asv-results-") as scratch:
+        work = Path(scratch)
+        tip = check_out_branch(url, work)
+        if tip is None:
+            say(f"{url} has no {BRANCH} branch yet: nothing earlier to add (the first store creates it)")
+            return 0
+        merged = result_merge.merge_tree(
+            work, into, incoming_label=BRANCH, target_label=str(into), gpu_only=False, strict=True
+        )
+    for line in merged.decisions:
+        say(line)
+    say(f"{BRANCH} at {tip[:12]}: {len(merged.added)} files added to {into}, {len(merged.changed)} merged into")
+    return 0
+
+
+# --- store ---------------------------------------------------------------------------------------------
+
+
+def store(source: Path, url: str, message: str, attempts: int) -> int:
+    for attempt in range(1, attempts + 1):
+        moved = store_once(source, url, message)
+        if moved is None:
+            return 0
+        if attempt < attempts:
+            say(f"{BRANCH} moved under this store ({moved}): merging again onto it")
+            time.sleep(random.uniform(0.5, 1.5) * min(2 ** (attempt - 1), 16))  # two racers don't retry in step
+    raise RemoteError(f"{BRANCH} moved under each of {attempts} attempts to store")
+
+
+def store_once(source: Path, url: str, message: str) -> str | None:
+    """Merge onto the branch's tip and push. None once stored (or with nothing new to store); where
+    the branch moved between the fetch and the push, how it moved. A push refused while the branch
+    stayed where it was raises RemoteError."""
+    with tempfile.TemporaryDirectory(prefix="asv-results-") as scratch:
+        work = Path(scratch)
+        base = check_out_branch(url, work)
+        merged = result_merge.merge_tree(
+            source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True
+        )
+        if not merged.written:
+            report(merged)
+            say(f"nothing new for {BRANCH}" + (f" (at {base[:12]})" if base else "") + ": no commit made")
+            return None
+        commit = commit_of(work, base, message, merged)
+        done = git("push", "--porcelain", url, f"{commit}:{REF}", cwd=work)
+        if done.returncode == 0:
+            report(merged)
+            say(f"{BRANCH} is now {commit[:12]}" + (f", on top of {base[:12]}" if base else ", its first commit"))
+            return None
+        now = branch_tip(url, work)
+        if now == base:
+            raise RemoteError(f"{url} refused the push of {BRANCH}: {last_line(done)}")
+        return f"{_short(base)} -> {_short(now)}"
+
+
+def report(merged: result_merge.Merged) -> None:
+    for line in merged.lines():
+        say(line)
+
+
+def commit_of(work: Path, base: str | None, message: str, merged: result_merge.Merged) -> str:
+    """A commit of the work tree whose parent is ``base`` (none: the branch's first commit)."""
+    local("add", "-A", ".", cwd=work)
+    tree = local("write-tree", cwd=work)
+    body = "\n".join([*(f"added {p}" for p in merged.added), *(f"changed {p}" for p in merged.changed)])
+    parents = ["-p", base] if base else []
+    return local("commit-tree", tree, *parents, "-F", "-", cwd=work, stdin=f"{message}\n\n{body}\n")
+
+
+def _short(commit: str | None) -> str:
+    return commit[:12] if commit else "none"
+
+
+# --- CLI -----------------------------------------------------------------------------------------------
+
+
+def default_url() -> str | None:
+    server, repository = os.environ.get("GITHUB_SERVER_URL"), os.environ.get("GITHUB_REPOSITORY")
+    return f"{server}/{repository}.git" if server and repository else None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.history.results_branch",
+        description=__doc__.split("\n\n")[0].strip(),
+        epilog="Exit 0 done; 2 bad input; 3 the remote could not be read or written.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    fetch_cmd = commands.add_parser("fetch", help="merge the branch's results into DIR")
+    fetch_cmd.add_argument("--into", type=Path, required=True, metavar="DIR", help="an asv results folder")
+    store_cmd = commands.add_parser("store", help="merge DIR's GPU results into the branch and push (never forced)")
+    store_cmd.add_argument(
+        "--from", dest="source", type=Path, required=True, metavar="DIR", help="an asv results folder"
+    )
+    store_cmd.add_argument("--message", default="asv results", help="the commit's first line")
+    store_cmd.add_argument("--attempts", type=int, default=ATTEMPTS, help="pushes tried while the branch moves")
+    for sub in (fetch_cmd, store_cmd):
+        sub.add_argument("--url", default=default_url(), help="the repository (default: $GITHUB_SERVER_URL/...)")
+    args = parser.parse_args(argv)
+    if not args.url:
+        say("no --url, and GITHUB_SERVER_URL / GITHUB_REPOSITORY are not both set")
+        return EXIT_BAD_INPUT
+    try:
+        if args.command == "fetch":
+            return fetch(args.url, args.into)
+        if args.attempts < 1:
+            say(f"--attempts must be 1 or more, not {args.attempts}")
+            return EXIT_BAD_INPUT
+        if not result_merge.machines_in(args.source):
+            say(f"nothing to store: {args.source} holds no <machine>/machine.json")
+            return EXIT_BAD_INPUT
+        return store(args.source.resolve(), args.url, args.message, args.attempts)
+    except result_merge.NotAResultFile as error:
+        say(f"{error}; nothing was written")
+        return EXIT_BAD_INPUT
+    except RemoteError as error:
+        say(f"{error}; nothing was written")
+        return EXIT_REMOTE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The GPU performance history committed with the code: ``benchmarks/history/``.
+
+It is an asv results store (``<machine>/machine.json``, ``<machine>/<commit>-<env>.json`` and the
+suite's ``benchmarks.json``) holding GPU machines only. Every harness command that runs or publishes
+asv first *seeds* ``.asv/results`` from it, so a fresh clone's site shows the real GPU graphs;
+``store`` copies a GPU machine's new results back, to be committed. Both merge the two copies
+benchmark by benchmark (``result_merge.py``): a benchmark one copy lacks is added, where both have
+it the newer measurement wins, and a measured value is never dropped for one that measured nothing.
+Each choice between two differing copies is said in one line; ``store`` names every file it adds
+or changes. The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
+nothing beside a GPU's.
+
+    python -m harness.history store [--machine NAME]   # .asv/results -> benchmarks/history
+    python -m harness.history list                     # what the committed history holds
+
+Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness.core import records
+from harness.history import result_merge
+from harness.history.asvrun import ROOT, load_config
+
+STORE = ROOT / "benchmarks" / "history"
+
+
+def say(message: str) -> None:
+    print(f"history: {message}", flush=True)
+
+
+def label(path: Path) -> str:
+    """A store's name in the lines: its path from the checkout's root where it is inside it."""
+    path = Path(path).resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def seed(results_dir: Path, store: Path = STORE) -> int:
+    """Merge the committed history into ``results_dir``, benchmark by benchmark (a richer or newer
+    local copy keeps what it has). The suite's ``benchmarks.json`` is copied only where there is none:
+    asv rewrites it from this checkout's suite at every run, and that one is current. A file that
+    can't be read is left as it is, said in one line: seeding never stops a run. Returns how many
+    files were added or changed."""
+    merged = result_merge.merge_tree(
+        Path(store), Path(results_dir), incoming_label=label(store), target_label=label(results_dir), strict=False
+    )
+    for line in merged.decisions + [f"{problem}: left as it is" for problem in merged.problems]:
+        say(line)
+    return merged.written
+
+
+def is_gpu_machine(machine_dir: Path) -> bool:
+    info = records.read_machine(machine_dir / "machine.json")
+    return info.get("gpu", "none") != "none"
+
+
+def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
+    """Merge ``machine``'s results (and the suite's benchmarks.json) into the committed history, naming
+    each file added or changed. Returns how many result files of ``machine`` the history holds. A file
+    that isn't asv's raises ValueError (result_merge.NotAResultFile) before anything is written."""
+    source = Path(results_dir) / machine
+    if not (source / "machine.json").is_file():
+        raise ValueError(f"no results for machine {machine!r} in {results_dir}")
+    if not is_gpu_machine(source):
+        raise ValueError(f"{machine} has no GPU: the committed history holds GPU machines only")
+    merged = result_merge.merge_tree(
+        Path(results_dir),
+        Path(store_dir),
+        incoming_label=label(results_dir),
+        target_label=label(store_dir),
+        machines=[machine],
+        suite="newest",
+    )
+    for line in merged.lines(lambda relative: label(Path(store_dir) / relative)):
+        say(line)
+    return sum(path.name != "machine.json" for path in (Path(store_dir) / machine).glob("*.json"))
+
+
+def commits(machine_dir: Path) -> list[str]:
+    """The commit hashes a machine's stored results are for."""
+    return sorted(
+        records.read_asv_result(path)["commit_hash"]
+        for path in machine_dir.glob("*.json")
+        if path.name != "machine.json"
+    )
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.history", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
+    store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")
+    store_cmd.add_argument("--config", default="asv.conf.json")
+    list_cmd = commands.add_parser("list", help="the machines and commits in benchmarks/history")
+    for sub in (store_cmd, list_cmd):
+        sub.add_argument("--history", type=Path, default=STORE, help="the history's folder (benchmarks/history)")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        try:  # a truncated or foreign result file is one line, naming it
+            for machine_dir in sorted(p for p in args.history.iterdir() if p.is_dir()):
+                print(f"{machine_dir.name}: {len(commits(machine_dir))} commits")
+        except (OSError, ValueError) as error:
+            print(f"history: {error}", file=sys.stderr)
+            return 1
+        return 0
+    results = ROOT / load_config(args.config)["results_dir"]
+    try:
+        machines = [args.machine] if args.machine else gpu_machines(results)
+        if not machines:
+            raise ValueError(f"no GPU machine's results in {label(results)}: nothing to store")
+        for machine in machines:
+            say(f"{machine}: {store(results, machine, args.history)} result files in {label(args.history)}")
+    except ValueError as error:
+        print(f"history: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def gpu_machines(results: Path) -> list[str]:
+    return [name for name in result_merge.machines_in(results) if is_gpu_machine(results / name)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

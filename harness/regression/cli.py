@@ -1,0 +1,247 @@
+"""The regression check between two commits: exit 1 when HEAD's kernel got slower than BASE's.
+
+    python -m harness.regression BASE HEAD [--summary PATH]           # measure and decide (GPU)
+    python -m harness.regression BASE HEAD --measure-only --record R  # measure, write the record, no verdict
+    python -m harness.regression --replay R [--summary PATH]          # decide from a record (no GPU)
+    python -m harness.regression BASE HEAD --device cpu               # the CPU smoke run: no verdict
+
+BASE and HEAD are each a commit of this repository or the path of another checkout (a PR's, beside
+this one: its HEAD commit is fetched here). Each commit's nf4kernel, alone (``kernel_source.py``), is
+measured by *this* checkout's ruler in paired rounds (``paired_rounds.py``): one fresh process of
+each kernel a round, their order alternating, every call's kernel time kept. The verdict is this
+checkout's rule (``regression_rule.py``), whatever the tree under test says about its own harness:
+
+* one result (a weight's shape and dtype) fails when its whole 95% interval lies above
+  ``1 + --min-change`` (5%): slower than its own noise and by more than the practical minimum;
+* a group fails likewise above ``1 + --min-group-change`` (2%): the geometric mean over every result,
+  and over the large weights (16 MB and more packed), which catches a small slowdown spread wide;
+* whatever the first pass calls slower or leaves open is measured again in new rounds, and only the
+  re-measurement decides it: an outlier is re-measured before it is believed;
+* a result whose peak memory grew fails (bytes: no noise).
+
+The summary's table gives, per result and group, the change, its interval, the noise it was judged
+against and whether it was called. The asv history (``nox -s bench``) keeps its own figures; this
+check does not read them (one number per run, no samples to judge noise by).
+
+The limits are this checkout's (``--min-change``, ``--min-group-change``, else the rule's defaults),
+never the ones a record says it was measured with.
+
+Exit 0: nothing slower (or ``--device cpu``/``--measure-only``: no verdict asked). Exit 1: something
+got slower (named in the table and on the last lines). Exit 2: bad arguments (BASE or HEAD with no
+nf4kernel package, a --record or --summary with no folder to go in), or a record that breaks its
+schema (``records.py``) or can't support a verdict (it fails closed), said in one line. Exit 3: a
+kernel's output differs from bitsandbytes'. Exit 4: no CUDA GPU here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from benchmarks import _ruler
+from harness.core import kernel_source, records
+from harness.regression import paired_rounds
+from harness.regression import rule as regression_rule
+
+SHAPES, DTYPES = tuple(_ruler.SHAPES), _ruler.DTYPES  # the asv suite's weights
+CPU_KEYS = ("1024x512 bfloat16", "1024x512 float16")  # the smoke run's weights, in Triton's interpreter
+
+
+def keys(shapes, dtypes) -> list[str]:
+    return [_ruler.key(shape, dtype) for shape in shapes for dtype in dtypes]
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def summary(record: dict, verdict: regression_rule.Judgement) -> str:
+    base, head = record.get("base", "?"), record.get("head", "?")
+    rounds = [len(p["rounds"]) for p in record["passes"]]
+    how = f"{rounds[0]} paired rounds" + (f", then {rounds[1]} re-measuring" if len(rounds) > 1 else "")
+    said = "FAIL" if verdict.failed else "PASS"
+    notes = "".join(f"\n- {note}" for note in verdict.notes)
+    return (
+        f"### Regression check: {base[:8]} → {head[:8]}\n\n"
+        f"{record.get('device', 'an unnamed device')}; {how}; each result judged against its own noise.\n\n"
+        f"{regression_rule.table(verdict)}\n{notes}\n\n**{said}**\n"
+    )
+
+
+def report(record: dict, verdict: regression_rule.Judgement, summary_path: str | None) -> int:
+    """The table and the verdict's lines on stdout, the summary appended to ``summary_path``; 0 pass,
+    1 slower, 2 when the summary can't be written (the verdict then reaches no one who reads it)."""
+    print(regression_rule.table(verdict), flush=True)
+    for note in verdict.notes:
+        print(f"regression: {note}", flush=True)
+    for r in verdict.called:
+        print(
+            f"regression: slower: {r.name}: {r.change:.3f}x ({r.ci_low:.3f} to {r.ci_high:.3f}, "
+            f"noise ±{r.noise:.1%}; limit {r.limit:.2f}x)",
+            flush=True,
+        )
+    for m in verdict.memory:
+        print(f"regression: peak memory grew: {m['name']}: {m['base_bytes']} -> {m['head_bytes']} bytes", flush=True)
+    if summary_path:
+        try:
+            with open(summary_path, "a") as f:
+                f.write(summary(record, verdict))
+        except OSError as error:
+            print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
+            return 2
+    base, head = record.get("base", "?")[:8], record.get("head", "?")[:8]
+    if verdict.failed:
+        called = len(verdict.called) + len(verdict.memory)
+        print(f"regression: FAIL: {head} against {base}: {called} called slower or larger", flush=True)
+        return 1
+    print(f"regression: PASS: {head} against {base}: nothing slower beyond its noise", flush=True)
+    return 0
+
+
+def replay(path: str, args) -> int:
+    """The verdict on a record, after its schema (``records.check_regression``)."""
+    try:
+        record = records.read_regression(path, f"--replay {path}")
+        for side, wanted in zip(("base", "head"), args.expect or (), strict=False):
+            full = wanted if records.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
+            if record[side] != full:
+                raise records.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
+        verdict = regression_rule.decide(record, args.min_change, args.min_group_change)
+    except records.RecordError as error:
+        return no_verdict(str(error))
+    except ValueError as error:  # a record that can't support a verdict: suspects never re-measured
+        return no_verdict(f"--replay {path}: {error}")
+    return report(record, verdict, args.summary)
+
+
+def no_verdict(why: str) -> int:
+    """A record that can't be read or decided gives no verdict, and no verdict is never a pass."""
+    print(f"regression: {' '.join(why.splitlines())}; no verdict (exit 2)", flush=True)
+    return 2
+
+
+def command_line() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m harness.regression", description=__doc__.splitlines()[0])
+    parser.add_argument("base", nargs="?", help="the reference: a commit, or a checkout's path (a PR's base)")
+    parser.add_argument("head", nargs="?", help="under test: a commit, or a checkout's path (a PR's head)")
+    parser.add_argument("--replay", metavar="RECORD", help="decide from a record written by --record (no GPU)")
+    parser.add_argument("--record", metavar="PATH", help="write the measurement here (JSON)")
+    parser.add_argument("--measure-only", action="store_true", help="measure and write --record; give no verdict")
+    parser.add_argument("--summary", help="append the verdict's table as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    parser.add_argument("--min-change", type=float, help=f"one result (default {regression_rule.DEFAULT_MIN_CHANGE})")
+    parser.add_argument(
+        "--min-group-change", type=float, help=f"a group (default {regression_rule.DEFAULT_MIN_GROUP_CHANGE})"
+    )
+    parser.add_argument("--rounds", type=int, default=paired_rounds.FIRST_ROUNDS, help="first pass (%(default)s)")
+    parser.add_argument(
+        "--more-rounds", type=int, default=paired_rounds.SECOND_ROUNDS, help="re-measuring pass (%(default)s)"
+    )
+    parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES, metavar="SHAPE")
+    parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES, metavar="DTYPE")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the smoke run, no verdict")
+    parser.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run each kernel's processes without bubblewrap's sandbox (a machine without it; the workflows never "
+        "pass it)",
+    )
+    parser.add_argument(
+        "--expect",
+        nargs=2,
+        metavar=("BASE", "HEAD"),
+        help="with --replay: the commits the record must be of (the workflow's base and approved commit)",
+    )
+    return parser
+
+
+def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
+    """The arguments, checked against each other; a bad one ends here (exit 2), before anything runs."""
+    args = parser.parse_args(argv)
+    records.check_output(parser, "--record", args.record)
+    records.check_output(parser, "--summary", args.summary)
+    for name in ("min_change", "min_group_change"):
+        value = getattr(args, name)
+        if value is not None and not 0 < value < 1:
+            parser.error(f"--{name.replace('_', '-')} is a fraction in (0, 1), not {value}")
+    if args.expect and not args.replay:
+        parser.error("--expect checks a record: give it with --replay")
+    if args.replay:
+        if args.base or args.head or args.measure_only:
+            parser.error("--replay decides a record: give it no BASE, HEAD or --measure-only")
+        return args
+    if not (args.base and args.head):
+        parser.error("give BASE and HEAD (or --replay RECORD)")
+    if args.measure_only and not args.record:
+        parser.error("--measure-only writes the measurement to --record PATH: name one")
+    if args.rounds < 2 or args.more_rounds < 2:
+        parser.error("--rounds and --more-rounds must be at least 2: a round's noise is judged against another's")
+    return args
+
+
+def main(argv=None) -> int:
+    records.plain_streams()
+    parser = command_line()
+    args = parse(parser, argv)
+    if args.replay:
+        return replay(args.replay, args)
+    paired_rounds.NO_SANDBOX = args.no_sandbox
+    try:
+        base, head = kernel_source.resolve(args.base), kernel_source.resolve(args.head)
+    except ValueError as error:  # SourceError: no such commit; or a NUL character git can't be given
+        parser.error(str(error))
+    found = measure(args, base, head)
+    if isinstance(found, int):  # measured nothing: the exit code
+        return found
+    record = {"base": base, "head": head, **found}
+    if args.record:
+        try:
+            Path(args.record).write_text(json.dumps(record))
+        except OSError as error:
+            print(f"regression: --record {args.record}: {error.strerror or error}; nothing kept (exit 2)", flush=True)
+            return 2
+        print(f"regression: the measurement is in {args.record}", flush=True)
+    if args.device == "cpu":
+        print("regression: the CPU smoke run times Triton's interpreter: no speed verdict (exit 0)", flush=True)
+        return 0
+    if args.measure_only:
+        print(f"regression: {base[:8]} and {head[:8]} measured; no verdict asked", flush=True)
+        return 0
+    return report(record, regression_rule.decide(record, args.min_change, args.min_group_change), args.summary)
+
+
+def measure(args, base: str, head: str) -> dict | int:
+    """Both commits' kernels staged, then paired rounds (``paired_rounds.measure``); or the exit code
+    where nothing could be measured: 2 (no nf4kernel package in one, a probe's answer unreadable),
+    3 (wrong output), 4 (no CUDA GPU)."""
+    weights = list(CPU_KEYS) if args.device == "cpu" else keys(args.shapes, args.dtypes)
+    try:
+        # Staged first: a BASE or HEAD with no nf4kernel package is bad input (2) on any machine.
+        with kernel_source.staged(base) as staged_base, kernel_source.staged(head) as staged_head:
+            if args.device == "cuda" and not cuda_available():
+                print("regression: no CUDA GPU here: nothing to measure (--device cpu for the smoke run)", flush=True)
+                return 4
+            for sha, kernel in ((base, staged_base), (head, staged_head)):
+                print(f"regression: {sha[:8]}: {kernel.describe()}", flush=True)
+            return paired_rounds.measure(
+                {"base": staged_base, "head": staged_head},
+                weights,
+                device=args.device,
+                first_rounds=args.rounds,
+                second_rounds=args.more_rounds,
+                min_change=args.min_change or regression_rule.DEFAULT_MIN_CHANGE,
+                min_group_change=args.min_group_change or regression_rule.DEFAULT_MIN_GROUP_CHANGE,
+            )
+    except paired_rounds.MeasureError as error:
+        print(f"regression: {error}", flush=True)
+        return error.exit_code if error.exit_code in (2, 3, 4) else 2
+    except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
+        print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""The regression check's decision: each result judged against its own noise, from paired rounds.
+
+Pure, so it is tested on recorded samples (``tests/harness/test_regression_rule.py``).
+
+What it reads (``harness/regression/paired_rounds.py`` measures it): *rounds*, each one fresh process of BASE's
+kernel and one of HEAD's, back to back, their order alternating from round to round. Each process
+times every weight it was asked for with a cold L2 and CUDA events, and keeps each call's time
+(``samples``), not only their median::
+
+    {"rounds": [{"order": ["base", "head"],
+                 "base": {"14336x4096 bfloat16": [s, s, ...], ...},
+                 "head": {...}}, ...],
+     "bytes": {"14336x4096 bfloat16": packed bytes, ...}}
+
+Per result (one weight shape and dtype): the change is the median over rounds of the round's ratio,
+median(HEAD's calls) / median(BASE's calls). Its interval is a two-level bootstrap: rounds are
+resampled whole (what a slow process, a neighbour or the clocks do to a whole run shows up there),
+and within each chosen round both sides' calls are resampled (the timer's granularity and the
+per-call jitter). The interval *is* the noise the result is judged against, measured in this job,
+on this runner, now; the verdict prints it beside the change.
+
+A result is **called slower** only when its whole interval lies above ``1 + min_change``: it is
+slower beyond its own noise *and* by more than the practical minimum. The same rule over groups of
+results catches a small slowdown spread over many: the geometric mean of the changes over every
+result and over the large weights (``LARGE_BYTES``), bootstrapped with the rounds resampled *jointly*
+across results, so a round that was slow for every shape counts once, not once per shape.
+
+An outlier is re-measured before it is believed (``suspects`` and ``merge``): whatever the first
+pass calls slower, or leaves open (its interval reaches past the line without lying beyond it), is
+measured again in new rounds, and only the re-measurement decides it. A true slowdown shows in
+both; a process that happened to be slow once (one reading 1.49x of its neighbours on an H100)
+does not decide anything.
+
+Why this holds on a shared, noisy runner: nothing here assumes a noise level. A runner that is
+noisy today gives wide intervals today, and the rule then calls less (it never calls more); the
+alternation makes slow drift (heat, clocks, a neighbour's job that starts or ends) hit both sides
+alike; a burst that hits one process is a whole round, which the median over rounds and the
+re-measurement discount. What is assumed is that rounds are exchangeable: no trend within the job
+so strong that alternation can't cancel it.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from harness.core import records
+
+# Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
+# suite, the weights that dominate a real model's time.
+LARGE_BYTES = 16 * 2**20
+
+DEFAULT_MIN_CHANGE = 0.05  # one result: slower by more than 5%, beyond its noise
+DEFAULT_MIN_GROUP_CHANGE = 0.02  # a group's geometric mean: slower by more than 2%, beyond its noise
+CI_LEVEL = 0.95
+RESAMPLES = 2000  # the interval's ends move by well under 0.5% between seeds at this count
+SEED = 21
+
+SLOWER, FASTER, UNCHANGED, OPEN = "slower", "faster", "unchanged", "open"
+GROUP_ALL = "every result"
+GROUP_LARGE = "large weights (16 MB and more packed)"
+
+
+@dataclass
+class Reading:
+    """One result's or group's change in one pass: HEAD over BASE, its interval, what it was called."""
+
+    name: str
+    change: float
+    ci_low: float
+    ci_high: float
+    rounds: int
+    limit: float  # 1 + the practical minimum it was judged at
+    call: str  # SLOWER, FASTER, UNCHANGED or OPEN
+    base_s: float | None = None  # median seconds per call over the rounds (results only)
+    head_s: float | None = None
+    first: dict | None = None  # where re-measured: the first pass's reading, which did not decide
+
+    @property
+    def noise(self) -> float:
+        """The half-width of the interval, as a fraction of the change: the noise it was judged against."""
+        return (self.ci_high - self.ci_low) / 2 / self.change
+
+    def as_dict(self) -> dict:
+        return {**asdict(self), "noise": self.noise}
+
+
+@dataclass
+class Judgement:
+    results: list[Reading]
+    groups: list[Reading]
+    notes: list[str] = field(default_factory=list)
+    memory: list[dict] = field(default_factory=list)  # results whose peak memory grew (``memory_grown``)
+
+    @property
+    def called(self) -> list[Reading]:
+        return [r for r in [*self.results, *self.groups] if r.call == SLOWER]
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.called or self.memory)
+
+    def as_dict(self) -> dict:
+        return {
+            "results": [r.as_dict() for r in self.results],
+            "groups": [g.as_dict() for g in self.groups],
+            "notes": self.notes,
+            "memory": self.memory,
+            "failed": self.failed,
+        }
+
+
+def check_record(record: dict, what: str = "the paired record") -> list[str]:
+    """The result keys every round holds for both sides; ValueError naming the problem otherwise."""
+    rounds = record.get("rounds") if isinstance(record, dict) else None
+    if not isinstance(rounds, list) or not rounds:
+        raise ValueError(f"{what} has no rounds")
+    keys = None
+    for i, rnd in enumerate(rounds):
+        for side in ("base", "head"):
+            timed = rnd.get(side) if isinstance(rnd, dict) else None
+            if not isinstance(timed, dict) or not timed:
+                raise ValueError(f"{what}: round {i + 1} timed nothing for {side}")
+            for key, samples in timed.items():
+                ok = isinstance(samples, list) and samples
+                ok = ok and all(isinstance(s, int | float) and math.isfinite(s) and s > 0 for s in samples)
+                if not ok:
+                    raise ValueError(f"{what}: round {i + 1}, {side}, {key}: not a list of positive seconds")
+        here = set(rnd["base"])
+        if set(rnd["head"]) != here:
+            raise ValueError(f"{what}: round {i + 1} timed different results for base and head")
+        if keys is not None and here != keys:
+            raise ValueError(f"{what}: round {i + 1} timed other results than round 1")
+        keys = here
+    return sorted(keys)
+
+
+def _medians_resampled(samples: list[float], rng: np.random.Generator, resamples: int) -> np.ndarray:
+    """``resamples`` medians of the samples resampled with replacement."""
+    values = np.asarray(samples, dtype=np.float64)
+    if len(values) == 1:
+        return np.full(resamples, values[0])
+    picks = rng.integers(0, len(values), size=(resamples, len(values)))
+    return np.median(values[picks], axis=1)
+
+
+def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(draws, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def _call(low: float, high: float, limit: float) -> str:
+    if low > limit:
+        return SLOWER
+    if high < 1 / limit:
+        return FASTER
+    if high > limit:
+        return OPEN
+    return UNCHANGED
+
+
+def judge(
+    record: dict,
+    min_change: float = DEFAULT_MIN_CHANGE,
+    min_group_change: float = DEFAULT_MIN_GROUP_CHANGE,
+    level: float = CI_LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    groups: bool = True,
+) -> Judgement:
+    """Each result's reading and (with ``groups``) the groups' (see the module docstring)."""
+    if not 0 < min_change < 1 or not 0 < min_group_change < 1:
+        raise ValueError(f"a practical minimum is a fraction in (0, 1), not {min_change!r} / {min_group_change!r}")
+    keys = check_record(record)
+    rounds = record["rounds"]
+    n_rounds = len(rounds)
+    # One generator per result, seeded by its name: the same record always gives the same
+    # intervals, and a result's interval does not depend on which other results were measured.
+    per_round = {}  # key -> (rounds x resamples) of round ratios, calls resampled
+    for key in keys:
+        rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+        per_round[key] = np.stack(
+            [
+                _medians_resampled(r["head"][key], rng, resamples) / _medians_resampled(r["base"][key], rng, resamples)
+                for r in rounds
+            ]
+        )
+    # Rounds resampled jointly for every result: the same round indices for all of them.
+    picks = np.random.default_rng([seed, n_rounds]).integers(0, n_rounds, size=(resamples, n_rounds))
+    columns = np.arange(resamples)[:, None]
+    draws = {key: np.median(per_round[key][picks, columns], axis=1) for key in keys}
+
+    results = []
+    limit = 1 + min_change
+    for key in keys:
+        base_medians = np.array([np.median(r["base"][key]) for r in rounds])  # one per process
+        head_medians = np.array([np.median(r["head"][key]) for r in rounds])
+        change = float(np.median(head_medians / base_medians))
+        low, high = _percentiles(draws[key], level)
+        base_s, head_s = float(np.median(base_medians)), float(np.median(head_medians))
+        results.append(Reading(key, change, low, high, n_rounds, limit, _call(low, high, limit), base_s, head_s))
+
+    found = []
+    if groups:
+        sizes = record.get("bytes", {})
+        members = {GROUP_ALL: keys, GROUP_LARGE: [k for k in keys if sizes.get(k, 0) >= LARGE_BYTES]}
+        by_key = {r.name: r for r in results}
+        group_limit = 1 + min_group_change
+        for name, group in members.items():
+            if len(group) < 2:
+                continue
+            geo = np.exp(np.mean([np.log(draws[k]) for k in group], axis=0))
+            change = math.exp(sum(math.log(by_key[k].change) for k in group) / len(group))
+            low, high = _percentiles(geo, level)
+            found.append(Reading(name, change, low, high, n_rounds, group_limit, _call(low, high, group_limit)))
+    return Judgement(results, found)
+
+
+def suspects(judgement: Judgement) -> list[str]:
+    """What a second pass must measure before anything is believed: every result the first pass
+    called slower or left open, and every result where a group was (a group's call rests on all of them)."""
+    if any(g.call in (SLOWER, OPEN) for g in judgement.groups):
+        return [r.name for r in judgement.results]
+    return [r.name for r in judgement.results if r.call in (SLOWER, OPEN)]
+
+
+def only(found: dict, keys) -> dict:
+    """A pass cut down to ``keys``, as a second pass re-measures only what the first left to it."""
+    rounds = [
+        {**rnd, **{side: {k: v for k, v in rnd[side].items() if k in keys} for side in ("base", "head")}}
+        for rnd in found["rounds"]
+    ]
+    return {**found, "rounds": rounds, "bytes": {k: v for k, v in found.get("bytes", {}).items() if k in keys}}
+
+
+def merge(first: Judgement, second: Judgement) -> Judgement:
+    """The verdict: the second pass decides every result it re-measured (the first's reading kept
+    beside it), and the groups where it re-measured every result; the first pass decides the rest."""
+    again = {r.name: r for r in second.results}
+    results = []
+    for reading in first.results:
+        if reading.name in again:
+            decided = again[reading.name]
+            decided.first = reading.as_dict()
+            results.append(decided)
+        else:
+            results.append(reading)
+    every = {r.name for r in first.results} <= set(again)
+    groups = first.groups
+    if every and second.groups:
+        before = {g.name: g for g in first.groups}
+        for g in second.groups:
+            g.first = before[g.name].as_dict() if g.name in before else None
+        groups = second.groups
+    notes = [*first.notes, *second.notes]
+    if again:
+        notes.append(f"re-measured before deciding: {len(again)} of {len(first.results)} results")
+    return Judgement(results, groups, notes)
+
+
+def memory_grown(found: dict) -> list[dict]:
+    """Results whose peak memory (one call's, beyond what was allocated before it) is larger in
+    HEAD: deterministic bytes, so any growth is a change, with no noise to judge it against."""
+    peak = found.get("peak_bytes") or {}
+    base, head = peak.get("base", {}), peak.get("head", {})
+    return [
+        {"name": key, "base_bytes": base[key], "head_bytes": head[key]}
+        for key in sorted(base)
+        if key in head and head[key] > base[key]
+    ]
+
+
+def decide(
+    record: dict, min_change: float | None = None, min_group_change: float | None = None, resamples: int = RESAMPLES
+) -> Judgement:
+    """The verdict on a whole record (``paired_rounds.measure``): the first pass judged, its suspects
+    decided by the second pass, peak memory compared. The limits are the caller's, else this
+    module's defaults: never the record's own ``rule``, which a record under test could loosen (it
+    says what the measurement used; a note says where that differs). ValueError where the record
+    breaks its schema (``records.check_regression``) or can't support a verdict (suspects never
+    re-measured)."""
+    records.check_regression(record, "the record")
+    min_change = min_change or DEFAULT_MIN_CHANGE
+    min_group_change = min_group_change or DEFAULT_MIN_GROUP_CHANGE
+    passes = record["passes"]
+    first = judge(passes[0], min_change, min_group_change, resamples=resamples)
+    again = suspects(first)
+    verdict = first
+    if again:
+        if len(passes) < 2:
+            raise ValueError(f"the first pass left {len(again)} result(s) to re-measure; the record has no second pass")
+        measured = check_record(passes[1], "the second pass")
+        missing = sorted(set(again) - set(measured))
+        if missing:
+            raise ValueError(f"the second pass did not re-measure {', '.join(missing)}")
+        every = set(measured) >= {r.name for r in first.results}
+        second = judge(passes[1], min_change, min_group_change, resamples=resamples, groups=every)
+        second.results = [r for r in second.results if r.name in again]
+        verdict = merge(first, second)
+    verdict.memory = memory_grown(passes[0])
+    verdict.notes += throttled(passes) + other_limits(record, min_change, min_group_change)
+    return verdict
+
+
+def other_limits(record: dict, min_change: float, min_group_change: float) -> list[str]:
+    """A note where the record was measured with other limits than the verdict applies: which results
+    it re-measured followed from those."""
+    measured = record.get("rule") or {}
+    applied = {"min_change": min_change, "min_group_change": min_group_change}
+    differ = {key: value for key, value in measured.items() if key in applied and value != applied[key]}
+    if not differ:
+        return []
+    said = ", ".join(f"{key} {value:g} (applied: {applied[key]:g})" for key, value in differ.items())
+    return [f"the record was measured with other limits ({said}); the verdict applies this harness's"]
+
+
+def throttled(passes: list[dict]) -> list[str]:
+    """Where the GPU slowed its clocks while a result was timed (the probes' snapshots before and
+    after each weight): evidence beside an outlier, not a reason to drop it."""
+    from harness.core import gpu_state
+
+    seen = []
+    for p, found in enumerate(passes):
+        for r, sides in enumerate(found.get("states") or []):
+            for side, states in sides.items():
+                for key, around in states.items():
+                    reasons = sorted({x for s in around.values() for x in gpu_state.is_throttled(s)})
+                    if reasons:
+                        seen.append(f"pass {p + 1}, round {r + 1}, {side}, {key}: {', '.join(reasons)}")
+    return [f"the GPU throttled while timing: {line}" for line in seen]
+
+
+def _us(seconds: float | None) -> str:
+    return "" if seconds is None else f"{seconds * 1e6:.1f}"
+
+
+def table(verdict: Judgement) -> str:
+    """The job summary's table: per result and group, the change, its interval, the noise it was
+    judged against, and whether it was called (and where re-measured, what the first pass read)."""
+    lines = [
+        "| result | BASE µs | HEAD µs | change | 95% interval | noise ± | limit | rounds | called |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
+    ]
+    words = {SLOWER: "**slower**", FASTER: "faster", UNCHANGED: "no", OPEN: "no (inside its noise)"}
+    for r in [*verdict.results, *verdict.groups]:
+        said = words[r.call]
+        if r.first is not None:
+            f = r.first
+            said += f"; re-measured (first pass {f['change']:.3f}x, {f['ci_low']:.3f} to {f['ci_high']:.3f})"
+        lines.append(
+            f"| {r.name} | {_us(r.base_s)} | {_us(r.head_s)} | {r.change:.3f}x | {r.ci_low:.3f} to {r.ci_high:.3f} "
+            f"| {r.noise:.1%} | {r.limit:.2f}x | {r.rounds} | {said} |"
+        )
+    for m in verdict.memory:
+        lines.append(f"| {m['name']}: peak memory | {m['base_bytes']} B | {m['head_bytes']} B | | | | | | **grew** |")
+    return "\n".join(lines)
