@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from harness.core import records
 from harness.gate import cli as gate
+from harness.gate import measurement
 from harness.github import approval, pins
 from harness.github.fake_github import FakeGitHub, Pull, Serving
 from harness.regression import cli as regression
@@ -311,7 +312,7 @@ def no_gpu_to_measure(monkeypatch):
     def environment(with_unsloth=True):
         return {"cuda": False, "torch": None, "cuda_error": "no CUDA GPU in this test", "versions": {}}
 
-    monkeypatch.setattr(gate, "environment", environment)
+    monkeypatch.setattr(measurement, "environment", environment)
 
 
 @BOUNDED

@@ -15,7 +15,7 @@ from recorded import COMMITTED_RUNS, STATE_CAPPED, STATE_FULL, STATE_IDLE, commi
 
 from harness.core import gpu_state, records, workload
 from harness.gate import cli as gate
-from harness.gate import decision, noise
+from harness.gate import decision, measurement, noise
 from harness.gate import table as gate_table
 
 
@@ -213,7 +213,7 @@ def adaptive(pool: dict, first: int, bound: int, threshold: float = 1.15, base=N
 
     # What measure() has in the record by the time it times rounds: the workload the base is checked against.
     target.update({key: pool[key] for key in ("environment", "shapes", "calls_per_timing") if key in pool})
-    gate.time_until_decided(target, add_rounds, threshold, base)
+    measurement.time_until_decided(target, add_rounds, threshold, base)
     assert target["rounds"] == sum(asked)
     return asked
 
@@ -249,8 +249,8 @@ def test_timed_rounds_record_the_state_around_each_round_and_carry_on_alternatin
     monkeypatch.setattr(workload, "one_round", one_round)
     monkeypatch.setattr(gpu_state, "snapshot", lambda device: next(states))
     recorded = {}
-    gate.timed_rounds(recorded, {"nf4kernel": None, "unsloth": None}, [], 2, device=0)
-    gate.timed_rounds(recorded, {"nf4kernel": None, "unsloth": None}, [], 1, device=0)
+    measurement.timed_rounds(recorded, {"nf4kernel": None, "unsloth": None}, [], 2, device=0)
+    measurement.timed_rounds(recorded, {"nf4kernel": None, "unsloth": None}, [], 1, device=0)
     assert indices == [0, 1, 2]  # the third round is an odd one: reversed order, as if timed in one go
     assert recorded["seconds"]["nf4kernel"] == [[0.1] * 3, [0.2] * 3, [pytest.approx(0.3)] * 3]
     assert [s["throttled"] for s in recorded["round_states"]] == [[], ["sw_power_cap"], ["sw_power_cap"]]
@@ -350,9 +350,9 @@ def stand_ins(monkeypatch):
         row = index % len(timings["nf4kernel"])
         return {name: list(timings.get(name, timings["nf4kernel"])[row]) for name in impls}
 
-    monkeypatch.setattr(gate, "environment", lambda with_unsloth=True: dict(env))
+    monkeypatch.setattr(measurement, "environment", lambda with_unsloth=True: dict(env))
     monkeypatch.setattr(
-        gate, "check_correctness", lambda mlps, impls: [{"shape": "s", "weight": "up", "check": "x", "ok": True}]
+        measurement, "check_correctness", lambda mlps, impls: [{"shape": "s", "weight": "up", "check": "x", "ok": True}]
     )
     monkeypatch.setattr(gpu_state, "current_device", lambda: 0)
     monkeypatch.setattr(gpu_state, "snapshot", lambda device: next(snapshots))
@@ -366,7 +366,7 @@ def stand_ins(monkeypatch):
 
 
 def test_measure_records_rounds_states_and_a_verdict_with_its_interval(stand_ins):
-    measured = gate.measure(5, with_classic=False, max_rounds=15)
+    measured = measurement.measure(5, with_classic=False, max_rounds=15)
     assert measured["rounds"] == measured["rounds_first"] == 5 and measured["max_rounds"] == 15
     assert measured["seconds"]["nf4kernel"] == committed(2)["seconds"]["nf4kernel"]
     assert [s["throttled"] for s in measured["round_states"]] == [[], [], ["sw_power_cap"], [], []]
@@ -375,7 +375,7 @@ def test_measure_records_rounds_states_and_a_verdict_with_its_interval(stand_ins
 
 
 def test_measure_adds_rounds_while_the_interval_straddles(stand_ins):
-    measured = gate.measure(5, with_classic=False, max_rounds=9, threshold=1.34)  # inside run 2's interval
+    measured = measurement.measure(5, with_classic=False, max_rounds=9, threshold=1.34)  # inside run 2's interval
     assert measured["rounds"] == 9 and len(measured["round_states"]) == 9
 
 
@@ -383,11 +383,11 @@ def test_measure_refuses_a_base_from_another_gpu_before_timing(stand_ins):
     other = committed(1)
     other["environment"]["device"] = "NVIDIA H100 80GB HBM3"
     with pytest.raises(ValueError, match="needs both on one runner"):
-        gate.measure(5, with_classic=False, base=other)
+        measurement.measure(5, with_classic=False, base=other)
 
 
 def test_measure_aa_times_one_function_in_two_slots(stand_ins):
-    measured = gate.measure_aa(5)
+    measured = measurement.measure_aa(5)
     assert measured["mode"] == "aa" and set(measured["seconds"]) == {"A", "B"}
     assert len(measured["round_states"]) == 5 and [s["label"] for s in measured["shapes"]] == ["2048x8192 float16"] * 3
     assert noise.report(measured)["whole_round"]["largest_deviation"] == 0  # the stand-in times A and B alike
@@ -527,9 +527,9 @@ def test_an_output_that_fails_to_be_written_is_one_line(tmp_path, capsys, monkey
 
 
 def test_measure_writes_the_harness_version_and_refuses_a_base_of_other_shapes(stand_ins):
-    measured = gate.measure(5, with_classic=False)
+    measured = measurement.measure(5, with_classic=False)
     assert measured["harness_version"] == records.HARNESS_VERSION
     base = dict(measured, shapes=measured["shapes"][:1])
     base["seconds"] = {name: [r[:1] for r in rounds] for name, rounds in measured["seconds"].items()}
     with pytest.raises(records.RecordError, match=r"base\.json: shapes: .* a relative check compares the same shapes"):
-        gate.measure(5, with_classic=False, base=base, base_file="base.json")
+        measurement.measure(5, with_classic=False, base=base, base_file="base.json")

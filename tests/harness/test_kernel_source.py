@@ -14,6 +14,7 @@ import pytest
 
 from harness.core import kernel_source
 from harness.gate import cli as gate
+from harness.gate import measurement
 from harness.github import rehearse as scratch
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,9 +160,9 @@ def measure_kernel_in(trusted: Path, source: str) -> dict:
     """What the gate records of the kernel it measures, as `python -m harness.gate` in ``trusted``
     sets it up (cwd first on the path: the trusted checkout's own nf4kernel is there to shadow)."""
     probe = (
-        "import contextlib, json, sys; from harness.gate import cli as gate; "
-        "stack = contextlib.ExitStack(); record = {'kernel': gate.use_kernel(sys.argv[1], stack)}; "
-        "gate.check_kernel(record); from nf4kernel import marker; record['who'] = marker.WHO; "
+        "import contextlib, json, sys; from harness.gate import measurement; "
+        "stack = contextlib.ExitStack(); record = {'kernel': measurement.use_kernel(sys.argv[1], stack)}; "
+        "measurement.check_kernel(record); from nf4kernel import marker; record['who'] = marker.WHO; "
         "print(json.dumps(record))"
     )
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -183,7 +184,7 @@ def test_a_kernel_that_is_not_the_one_under_test_is_caught(tmp_path, monkeypatch
     staged = tmp_path / "elsewhere"
     staged.mkdir()
     with pytest.raises(kernel_source.SourceError, match="not from the kernel under test"):
-        gate.check_kernel({"kernel": {"staged": str(staged)}})
+        measurement.check_kernel({"kernel": {"staged": str(staged)}})
 
 
 @pytest.mark.parametrize(
