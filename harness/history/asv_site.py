@@ -10,8 +10,8 @@ publish`` too:
 3. the benchmarks no machine has a result for are left off the index, asv's scripts insert tag,
    branch, machine and benchmark names as text where they built markup from them, and the pages
    load the vendored libraries instead of CDNs, under a Content-Security-Policy that refuses
-   inline script (``site.drop_benchmarks_without_results``, ``site.text_as_text``,
-   ``site.make_self_contained``), in the html_dir asv was given (``asv publish -o DIR`` included).
+   inline script (``site.drop_benchmarks_without_results``, ``site_scripts.text_as_text``,
+   ``site_pages.make_self_contained``), in the html_dir asv was given (``asv publish -o DIR`` included).
 
 Without this plugin a plain ``asv publish`` writes pages that load their scripts from CDNs and
 graph the CPU machine beside the GPUs.
@@ -31,12 +31,12 @@ from pathlib import Path
 # - a plugin module's setup(), which asv's plugin manager calls once it has imported the module;
 # - asv.util.UserError, which asv reports as one line, exiting 1;
 # - asv's www/ folder in its package, the pages and scripts Publish.run copies into the site, whose
-#   scripts site.text_as_text changes (checked against asv 0.6.6's bytes before anything is written).
+#   scripts site_scripts.text_as_text changes (checked against asv 0.6.6's bytes before anything is written).
 import asv
 from asv.commands.publish import Publish
 from asv.util import UserError
 
-from harness.history import site
+from harness.history import site, site_pages, site_scripts, site_vendored
 from harness.history import store as history
 
 CHECKED_ON = "0.6.6"
@@ -94,8 +94,8 @@ def _publishing_with(asvs_run):
 
 def _check_assets() -> None:
     try:
-        site.check_assets()
-        site.check_asv_scripts(Path(asv.__file__).parent / "www")  # the pages asv is about to copy
+        site_vendored.check_assets()
+        site_scripts.check_asv_scripts(Path(asv.__file__).parent / "www")  # the pages asv is about to copy
     except ValueError as error:  # its message names the site's assets already
         raise UserError(str(error)) from None
 
@@ -103,7 +103,7 @@ def _check_assets() -> None:
 def _finish(html_dir: Path) -> None:
     try:
         site.drop_benchmarks_without_results(html_dir)
-        site.text_as_text(html_dir)
-        site.make_self_contained(html_dir)
+        site_scripts.text_as_text(html_dir)
+        site_pages.make_self_contained(html_dir)
     except ValueError as error:
         raise UserError(f"site: {error}") from None

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from harness.github.fake_github import FakeGitHub, Pull, Serving
-from harness.history import changepoints
+from harness.history import changepoint_power, changepoint_rule, changepoint_series, changepoints
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "benchmarks" / "history"
@@ -30,7 +30,7 @@ LARGE = ("28672x8192", "bfloat16"), ("28672x8192", "float16")
 def main_commits() -> list[str]:
     """The committed history's commits in main's first-parent order (all sixteen are on it)."""
     stored = {json.loads(p.read_text())["commit_hash"] for p in (STORE / "h200").glob("*-*.json")}
-    return [c for c in changepoints.first_parent("HEAD") if c in stored]
+    return [c for c in changepoint_series.first_parent("HEAD") if c in stored]
 
 
 ORDER = main_commits()
@@ -76,7 +76,7 @@ def results(tmp_path) -> Path:
 
 def called(results_dir: Path, upto: int) -> list:
     """What the check calls on h200 at the store after ORDER[upto]."""
-    (regressions, _, _, head) = changepoints.verdicts(results_dir, ORDER[upto], ["h200"])["h200"]
+    (regressions, _, _, head) = changepoint_series.verdicts(results_dir, ORDER[upto], ["h200"])["h200"]
     assert head == ORDER[upto]
     return regressions
 
@@ -100,10 +100,10 @@ def test_the_committed_history_calls_nothing_at_any_store(upto):
 
 
 def test_every_gpu_figure_is_judged_and_lower_is_better():
-    regressions, judged, _skipped, _ = changepoints.verdicts(STORE, "HEAD", None)["h200"]
+    regressions, judged, _skipped, _ = changepoint_series.verdicts(STORE, "HEAD", None)["h200"]
     assert (regressions, judged) == ([], 72)  # 6 benchmarks x 6 shapes x 2 dtypes (no SynchronizedTime stored)
     units = {v["unit"] for k, v in json.loads((STORE / "benchmarks.json").read_text()).items() if k != "version"}
-    assert all(changepoints.lower_is_better(u) for u in units), units  # seconds, bytes, time over time
+    assert all(changepoint_rule.lower_is_better(u) for u in units), units  # seconds, bytes, time over time
 
 
 @pytest.mark.parametrize(
@@ -118,7 +118,7 @@ def test_every_gpu_figure_is_judged_and_lower_is_better():
     ],
 )
 def test_a_rate_is_judged_by_its_inverse(unit, lower):
-    assert changepoints.lower_is_better(unit) is lower
+    assert changepoint_rule.lower_is_better(unit) is lower
 
 
 # --- Planted slowdowns ----------------------------------------------------------------------------------
@@ -180,15 +180,15 @@ def test_a_recovery_ends_the_regression_as_a_slowdown_starts_it(results):
 
 def test_a_drop_in_a_rate_is_a_regression():
     steady = [100.0, 100.2, 99.9, 100.1, 100.0, 99.8, 100.1, 100.0]
-    series = changepoints.Series("h200", "gpu.Bandwidth.track_gbps", ("'x'",), ("shape",), (), "GB/s")
+    series = changepoint_series.Series("h200", "gpu.Bandwidth.track_gbps", ("'x'",), ("shape",), (), "GB/s")
     series.commits = [f"{i:040x}" for i in range(12)]
     series.values = [*steady, 92.0, 92.1, 91.9, 92.0]
     series.weights = [None] * 12
-    found = changepoints.judge(series)
+    found = changepoint_series.judge(series)
     assert found is not None and found.good == series.commits[7] and found.full == series.commits[8]
     assert 0.08 < found.change < 0.09  # in time per unit of work: 100/92
     series.values = [*steady, 108.0, 108.1, 107.9, 108.0]  # faster
-    assert changepoints.judge(series) is None
+    assert changepoint_series.judge(series) is None
 
 
 # --- The measured figures the module states ----------------------------------------------------------------
@@ -196,13 +196,15 @@ def test_a_drop_in_a_rate_is_a_regression():
 
 def test_power_measures_the_false_alarms_the_docstring_states():
     """1000 null histories of 16 commits drawn from the committed runs (seed 0): 16 call something."""
-    found = changepoints.power(STORE, "h200", draws=1000, length=16, seed=0, after=5, only="^$", log=lambda _: None)
+    found = changepoint_power.power(
+        STORE, "h200", draws=1000, length=16, seed=0, after=5, only="^$", log=lambda _: None
+    )
     assert found["fired"] == 16 and found["smallest"] == {}
     assert "16 of 1000 histories called something (1.6% of stores" in " ".join(changepoints.__doc__.split())
 
 
 def test_power_finds_4pct_over_three_commits_on_the_steadiest_weight():
-    found = changepoints.power(
+    found = changepoint_power.power(
         STORE, "h200", draws=200, length=16, seed=0, after=5, only=r"KernelTime.*28672x8192", log=lambda _: None
     )
     assert {label: v[0] for label, v in found["smallest"].items()} == {

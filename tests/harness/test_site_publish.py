@@ -18,7 +18,7 @@ import pytest
 from checkouts import clone_on_main, head, python_path
 from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
-from harness.history import site
+from harness.history import site, site_pages, site_vendored
 from harness.history import store as history
 
 pytestmark = pytest.mark.skipif(head() is None, reason="asv reads the commits from git: needs the git checkout")
@@ -73,16 +73,16 @@ def by_asv(clone, by_harness) -> tuple[Path, str]:
 
 def assert_self_contained(html: Path) -> None:
     """Every page loads the vendored libraries, each with its pinned SRI hash, and nothing remote."""
-    for page in site.PAGES:
+    for page in site_pages.PAGES:
         text = (html / page).read_text()
         assert not REMOTE.search(text), f"{page} loads {REMOTE.search(text).group(0)}"
         assert '<script src="vendor/needs-http.js">' in text, page
     index = (html / "index.html").read_text()
-    for entry in site.lock()["files"]:
-        copy = html / site.VENDOR / entry["local"]
-        assert copy.is_file() and site.sri(copy.read_bytes()) == entry["sri"], entry["local"]
+    for entry in site_vendored.lock()["files"]:
+        copy = html / site_pages.VENDOR / entry["local"]
+        assert copy.is_file() and site_vendored.sri(copy.read_bytes()) == entry["sri"], entry["local"]
         if entry["cdn"]:
-            assert f'"{site.VENDOR}/{entry["local"]}" integrity="{entry["sri"]}"' in index, entry["local"]
+            assert f'"{site_pages.VENDOR}/{entry["local"]}" integrity="{entry["sri"]}"' in index, entry["local"]
 
 
 def test_asv_publish_builds_a_self_contained_site(by_asv):

@@ -1,0 +1,100 @@
+"""The change-point rule on one series of figures, lower is better, oldest first: asv's own
+piecewise-constant fit (``asv.step_detect.solve_potts_approx``) and asv's own decision on it
+(``detect_regressions``), with the series' own limit and the persistence that keeps one slow run from
+opening or closing an issue. Pure: no files, no git, no GitHub. The rule in words, why this fit, and
+its measured false alarms and power: ``harness/history/changepoints.py``'s docstring (``--help``)."""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass
+from statistics import median
+
+FLOOR = 0.03  # the smallest change called, relative to the earlier level
+NOISE_FACTOR = 4.0  # times the series' mean change from one commit to the next: the limit noise does not reach
+PERSIST = 2  # commits a level must hold before it counts
+MIN_COMMITS = 2 * PERSIST  # an earlier level and a later one, each held
+RATE_UNIT = re.compile(r"(/\s*s(ec(ond)?s?)?|per second|flops)\s*$", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A regression in one series, by index into its values (oldest first)."""
+
+    good: int  # the last commit at the earlier level
+    full: int  # the first commit at today's level: the range is (good, full]
+    before: float  # the earlier level (in the judged direction: lower is better)
+    now: float  # today's level
+    limit: float  # the series' limit: the smallest rise called, relative to the earlier level
+    steps: tuple  # asv's (last index before, first index after, level before, best level after)
+    judged: int  # the store whose verdict this is (how many values): newer ones have not agreed yet
+
+
+def lower_is_better(unit: str) -> bool:
+    """asv's convention (its Regressions page calls every rise a regression); a rate is the exception."""
+    return not RATE_UNIT.search(unit or "")
+
+
+def segments(y: list[float], w: list[float] | None = None) -> list[tuple]:
+    """asv's piecewise-constant fit of ``y``, as ``detect_steps`` returns it: (left, right, level,
+    minimum, mean absolute deviation) per segment, ``right`` exclusive."""
+    from asv.step_detect import solve_potts_approx
+
+    w = w or [1.0] * len(y)
+    right, levels, dists = solve_potts_approx(list(y), list(w))
+    out, left = [], 0
+    for r, level, dist in zip(right, levels, dists, strict=True):
+        out.append((left, r, level, min(y[left:r]), abs(dist / (r - left))))
+        left = r
+    return out
+
+
+def find(
+    y: list[float],
+    w: list[float] | None = None,
+    floor: float = FLOOR,
+    noise_factor: float = NOISE_FACTOR,
+    persist: int = PERSIST,
+) -> Found | None:
+    """The regression the series ``y`` (lower is better, oldest first) shows today, or None: the
+    newest verdict that ``persist`` stores in a row reached (a store's own verdict: ``verdict``)."""
+    reached: dict[int, Found | None] = {}
+
+    def at(n: int) -> Found | None:
+        if n not in reached:
+            reached[n] = verdict(y[:n], w[:n] if w else None, floor, noise_factor, persist)
+        return reached[n]
+
+    for n in range(len(y), 2 * persist - 1, -1):
+        run = [at(m) for m in range(n, n - persist, -1)]
+        if all((found is None) == (run[0] is None) for found in run):
+            return run[0]
+    return None
+
+
+def verdict(y: list[float], w: list[float] | None, floor: float, noise_factor: float, persist: int) -> Found | None:
+    """One store's verdict on ``y``: asv's fit and decision, with the series' own limit."""
+    from asv.step_detect import detect_regressions
+
+    n = len(y)
+    if n < 2 * persist:
+        return None
+    fit = segments(y, w)
+    # A level counts once held: a shorter segment is a transition (a ramp's middle) or an outlier, and
+    # is left out, as asv leaves out missing points; a step then spans it.
+    held = [segment for segment in fit if segment[1] - segment[0] >= persist]
+    noise = sum(abs(b - a) for a, b in itertools.pairwise(y)) / (n - 1) / median(y)
+    threshold = max(floor, noise_factor * noise)
+    latest, _, steps = detect_regressions(held, threshold=threshold, min_size=persist)
+    if not steps:
+        return None
+    last_before, first_after, before, _ = steps[0]
+    # The range: from the last commit at the earlier level to the first at today's. A commit is at the
+    # earlier level within a sixth of the change (at most twice the series' noise), so a ramp's first
+    # commit, a third of the way up, is named; at today's level within a quarter of the change.
+    change = latest - before
+    low, high = before + min(change / 6, 2 * noise * median(y)), latest - change / 4
+    good = next((i for i in range(last_before, -1, -1) if y[i] <= low), last_before)
+    full = next((i for i in range(first_after, n) if y[i] >= high), first_after)
+    return Found(good, full, before, latest, threshold, tuple(steps), n)
