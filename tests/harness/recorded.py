@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from harness.history import changepoints
+from harness.history import changepoint_power
 
 ENV = {"cuda": True, "device": "NVIDIA H100 80GB HBM3", "unsloth": "2026.10.9", "copy_bytes_per_s": 3.0e12}
 # Challenge A's three MLPs as the gate labels them, with each weight's bytes moved per call.
@@ -97,7 +97,7 @@ def with_states(recorded: dict, throttled: dict | None = None) -> dict:
 HISTORY = Path(__file__).resolve().parents[2] / "benchmarks" / "history" / "h200"
 # One kernel, twelve runs of it on one H200 in ten minutes (the change-point rule's noise draws from
 # the same runs): b543b026's full-suite run, then the backfill's eleven commits.
-SAME_KERNEL = changepoints.SAME_KERNEL_H200
+SAME_KERNEL = changepoint_power.SAME_KERNEL_H200
 KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
 
 
