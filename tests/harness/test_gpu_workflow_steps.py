@@ -11,7 +11,7 @@ import pytest
 from cpu_world import PLANTED_2X, SLOW_2X, UNPLANTED, gpu_steps_replaced, run
 
 from harness.core import sandbox
-from harness.github import act, rehearse
+from harness.github import act, rehearsal_world, scenarios
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -21,25 +21,25 @@ PR_JOBS = {"approve", "gpu-tests", "gate", "regression", "report"}
 
 @pytest.fixture
 def world(tmp_path):
-    return rehearse.World(tmp_path, working_tree=True)
+    return rehearsal_world.World(tmp_path, working_tree=True)
 
 
-def approve(world, candidate, body=None, login=rehearse.MAINTAINER, **replaced_kwargs):
+def approve(world, candidate, body=None, login=rehearsal_world.MAINTAINER, **replaced_kwargs):
     replaced = gpu_steps_replaced(world, candidate, **replaced_kwargs)
     payload = world.comment_event(body or f"/gpu-approve {candidate}", login=login)
     return run(world, "issue_comment", payload, ("gpu.yml",), replaced)
 
 
-def log(result: rehearse.Run) -> str:
+def log(result: rehearsal_world.Run) -> str:
     return "\n".join(line for _, line in result.log)
 
 
 def test_an_approved_commit_runs_every_gpu_job_judged_by_the_base(world):
-    head = world.commit_pr(rehearse.no_change)
+    head = world.commit_pr(scenarios.no_change)
     result = approve(world, head)
     assert result.results == dict.fromkeys(PR_JOBS, "success"), log(result)[-3000:]
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "success")]
-    assert rehearse.wrong_checkouts(result, trusted=world.main, candidate=head) == []
+    assert scenarios.wrong_checkouts(result, trusted=world.main, candidate=head) == []
     checked_out = {(job, path) for job, path, _, _ in result.checkouts}
     assert {(job, path) for job in ("gpu-tests", "gate", "regression") for path in ("trusted", "candidate")} <= (
         checked_out
@@ -52,13 +52,13 @@ def test_an_approved_commit_runs_every_gpu_job_judged_by_the_base(world):
 def test_a_pr_that_edits_the_harness_to_pass_itself_still_gets_the_bases_verdict(world):
     """The hole: the gate, its thresholds, the regression check and the noxfile came from the PR's
     checkout, so a two-line edit turned a recorded planted 2x slowdown into a PASS."""
-    head = world.commit_pr(rehearse.plant_and_pass_myself)
+    head = world.commit_pr(scenarios.plant_and_pass_myself)
     result = approve(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     assert result.results["gate"] == "failure" and result.results["regression"] == "failure", log(result)[-3000:]
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
     assert "dropped 36.4% from the base's" in log(result)
     # ...where the PR's own harness, given the same measurements, passes it: what the old workflow ran.
-    pr_tree = world.scratch / f"pr-{rehearse.PR_NUMBER}"
+    pr_tree = world.scratch / f"pr-{rehearsal_world.PR_NUMBER}"
     own = [sys.executable, "-P", "-m", "harness.gate", "--replay", str(PLANTED_2X), "--baseline", str(UNPLANTED)]
     done = subprocess.run(own, cwd=pr_tree, env={"PYTHONPATH": str(pr_tree)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
@@ -68,8 +68,8 @@ def test_files_the_pr_adds_at_its_root_are_not_read(world):
     """The hole: a PR that added a *directory* named base-gate.json made the base step's `rm -f`
     fail, and the PR's gate then ran with no base at all. Records now live in $RUNNER_TEMP and the
     PR's tree is only ever read for its nf4kernel/; the self-pass commit adds both names."""
-    head = world.commit_pr(rehearse.plant_and_pass_myself)
-    assert (world.scratch / f"pr-{rehearse.PR_NUMBER}" / "base-gate.json").is_dir()
+    head = world.commit_pr(scenarios.plant_and_pass_myself)
+    assert (world.scratch / f"pr-{rehearsal_world.PR_NUMBER}" / "base-gate.json").is_dir()
     result = approve(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     assert result.results["gate"] == "failure"
     assert "against the base commit: speed-up 0.636x the base's" in log(result)
@@ -77,7 +77,7 @@ def test_files_the_pr_adds_at_its_root_are_not_read(world):
 
 def test_a_missing_base_record_fails_the_gate_closed(world):
     """The base's measuring step 'succeeded' and wrote nothing: the verdict is exit 2, never a pass."""
-    head = world.commit_pr(rehearse.no_change)
+    head = world.commit_pr(scenarios.no_change)
     result = approve(world, head, base_record=None)
     assert result.results["gate"] == "failure", log(result)[-3000:]
     assert "gate-base.json: No such file or directory" in log(result)
@@ -87,8 +87,8 @@ def test_a_missing_base_record_fails_the_gate_closed(world):
 def test_a_commit_pushed_after_the_review_does_not_run_on_the_approval_of_the_reviewed_one(world):
     """The hole: the label event ran whatever the head was at the click, so a force-push between the
     review (of A) and the click ran B, which nobody reviewed."""
-    reviewed = world.commit_pr(rehearse.no_change)
-    pushed = world.commit_pr(rehearse.plant_2x)  # the head moves on
+    reviewed = world.commit_pr(scenarios.no_change)
+    pushed = world.commit_pr(scenarios.plant_2x)  # the head moves on
     result = approve(world, pushed, body=f"/gpu-approve {reviewed}")
     assert result.results == {"approve": "failure"}, log(result)[-3000:]
     assert f"{reviewed[:12]} is not the head of PR #8: its head is {pushed[:12]}" in log(result)
@@ -96,8 +96,8 @@ def test_a_commit_pushed_after_the_review_does_not_run_on_the_approval_of_the_re
 
 
 def test_the_new_head_runs_once_approved_by_its_own_hash(world):
-    world.commit_pr(rehearse.no_change)
-    pushed = world.commit_pr(rehearse.no_change)
+    world.commit_pr(scenarios.no_change)
+    pushed = world.commit_pr(scenarios.no_change)
     result = approve(world, pushed)
     assert result.results["approve"] == "success"
     assert {commit for _, path, _, commit in result.checkouts if path == "candidate"} == {pushed}
@@ -106,20 +106,20 @@ def test_the_new_head_runs_once_approved_by_its_own_hash(world):
 @pytest.mark.parametrize(
     "body,login,why",
     [
-        ("/gpu-approve {short}", rehearse.MAINTAINER, "full 40-character hash"),
+        ("/gpu-approve {short}", rehearsal_world.MAINTAINER, "full 40-character hash"),
         ("/gpu-approve {head}", "passer-by", "@passer-by has none access here"),
     ],
     ids=["a-short-hash", "no-write-access"],
 )
 def test_only_a_full_hash_from_someone_with_write_access_approves(world, body, login, why):
-    head = world.commit_pr(rehearse.no_change)
+    head = world.commit_pr(scenarios.no_change)
     result = approve(world, head, body=body.format(short=head[:12], head=head), login=login)
     assert result.results == {"approve": "failure"} and why in log(result)
     assert world.fake.statuses == []
 
 
 def test_a_comment_that_is_not_an_approval_starts_nothing(world):
-    head = world.commit_pr(rehearse.no_change)
+    head = world.commit_pr(scenarios.no_change)
     result = approve(world, head, body="LGTM, thanks!")
     assert result.results == {} and world.fake.requests == []
 
@@ -128,20 +128,20 @@ def test_a_checkout_of_anything_but_the_approved_commit_is_caught(world):
     """The approval named B, then the PR's branch moved to C before the jobs started. gpu.yml checks
     out B by its hash; a workflow that checked out the PR's ref instead would take C, and the check
     on every checkout (the rehearsal's) names it."""
-    approved = world.commit_pr(rehearse.no_change)
-    later = world.commit_pr(rehearse.plant_2x)
-    world.fake.pulls[rehearse.PR_NUMBER].head = approved  # the API answered before the push landed
+    approved = world.commit_pr(scenarios.no_change)
+    later = world.commit_pr(scenarios.plant_2x)
+    world.fake.pulls[rehearsal_world.PR_NUMBER].head = approved  # the API answered before the push landed
     replaced = gpu_steps_replaced(world, approved)
     payload = world.comment_event(f"/gpu-approve {approved}")
     result = run(world, "issue_comment", payload, ("gpu.yml",), replaced)
-    assert rehearse.wrong_checkouts(result, trusted=world.main, candidate=approved) == []
+    assert scenarios.wrong_checkouts(result, trusted=world.main, candidate=approved) == []
 
     gpu = (world.work / ".github" / "workflows" / "gpu.yml").read_text()
     moving = gpu.replace("ref: ${{ needs.approve.outputs.candidate }}", "ref: refs/pull/8/head")
     assert moving != gpu
     (world.work / ".github" / "workflows" / "gpu.yml").write_text(moving)
     result = run(world, "issue_comment", payload, ("gpu.yml",), replaced)
-    caught = rehearse.wrong_checkouts(result, trusted=world.main, candidate=approved)
+    caught = scenarios.wrong_checkouts(result, trusted=world.main, candidate=approved)
     assert caught and all(f"checked out {later[:12]} into candidate" in line for line in caught)
 
 
@@ -150,13 +150,13 @@ def test_a_push_to_main_runs_the_gpu_jobs_and_stores_the_history_at_that_commit(
     result = run(world, "push", world.push_event(), ("gpu.yml", "history.yml"), replaced)
     expected = {"approve", "gpu-tests", "gate", "benchmark", "store", "deploy", "changepoints", "on-main"}
     assert result.results == dict.fromkeys(expected, "success"), log(result)[-3000:]
-    assert rehearse.wrong_checkouts(result, trusted=world.main, candidate=world.main) == []
-    stored = rehearse.git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin)
+    assert scenarios.wrong_checkouts(result, trusted=world.main, candidate=world.main) == []
+    stored = rehearsal_world.git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin)
     assert f"h200/{world.main[:8]}-existing-py3.12.json" in stored.splitlines()
     assert world.fake.statuses == []  # a push has no PR to report to
 
 
-def hostile_import(world, head: str, sandboxed: bool) -> rehearse.Run:
+def hostile_import(world, head: str, sandboxed: bool) -> rehearsal_world.Run:
     """gpu.yml for the hostile PR, with its kernel imported where the gate's measuring step imports
     it, in the job itself (act's real $RUNNER_TEMP and file-command files, the trusted checkout as the
     working directory, another kernel's staged copy in the temporary folder): sandboxed, as the step
@@ -185,7 +185,7 @@ def test_a_hostile_kernels_routes_work_plainly_and_none_from_the_sandbox(world):
     record as the PR's), rewrote the trusted harness and the other kernel's staged copy. Plainly, each
     route still works (the decide step now refuses a record of another commit); from the sandbox none
     does, and the 2x plant fails on its own figures."""
-    head = world.commit_pr(rehearse.plant_hostile)
+    head = world.commit_pr(scenarios.plant_hostile)
     plain = hostile_import(world, head, sandboxed=False)
     assert plain.results["gate"] == "failure", log(plain)[-3000:]
     assert "kernel.commit" in log(plain) and "not the expected" in log(plain)  # the base's record, handed in

@@ -18,7 +18,7 @@ import yaml
 from cpu_world import run as run_workflows
 from cpu_world import with_run, workflow
 
-from harness.github import act, rehearse
+from harness.github import act, rehearsal_world
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -29,7 +29,7 @@ BRANCH = "refs/heads/asv-results"
 
 @pytest.fixture
 def world(tmp_path):
-    return rehearse.World(tmp_path, working_tree=True)
+    return rehearsal_world.World(tmp_path, working_tree=True)
 
 
 @pytest.fixture
@@ -39,11 +39,11 @@ def abc(world) -> tuple[str, str, str]:
     return on_main(world, "a", "b", "c")
 
 
-def log(result: rehearse.Run) -> str:
+def log(result: rehearsal_world.Run) -> str:
     return "\n".join(line for _, line in result.log)
 
 
-def steps(world: rehearse.World) -> dict:
+def steps(world: rehearsal_world.World) -> dict:
     return {
         (job_id, step.get("id")): step
         for job_id, job in workflow(world, "history.yml")["jobs"].items()
@@ -51,7 +51,9 @@ def steps(world: rehearse.World) -> dict:
     }
 
 
-def measured_by(world: rehearse.World, results: Path, env_step: str = 'echo "(CPU: no GPU to describe)"') -> dict:
+def measured_by(
+    world: rehearsal_world.World, results: Path, env_step: str = 'echo "(CPU: no GPU to describe)"'
+) -> dict:
     """The benchmark job's GPU steps replaced: its measurement copies ``results`` into .asv/results,
     as asv would have written them, and writes a one-page site."""
     found = steps(world)
@@ -62,7 +64,7 @@ def measured_by(world: rehearse.World, results: Path, env_step: str = 'echo "(CP
     }
 
 
-def push(world: rehearse.World, results: Path, **kwargs) -> rehearse.Run:
+def push(world: rehearsal_world.World, results: Path, **kwargs) -> rehearsal_world.Run:
     """A push to main whose benchmark job measured ``results``; the artifacts of any earlier run are
     gone (each run has its own on GitHub)."""
     shutil.rmtree(world.artifacts)
@@ -70,7 +72,7 @@ def push(world: rehearse.World, results: Path, **kwargs) -> rehearse.Run:
     return run_workflows(world, "push", world.push_event(), ("history.yml",), measured_by(world, results, **kwargs))
 
 
-def only_job(world: rehearse.World, job_id: str, event: str, payload: dict) -> rehearse.Run:
+def only_job(world: rehearsal_world.World, job_id: str, event: str, payload: dict) -> rehearsal_world.Run:
     """One job of history.yml run again alone, with the artifacts the folder holds (GitHub's re-run of
     a job reuses its run's artifacts): its `needs:` are that run's, already done."""
     folder = world.scratch / f"only-{job_id}"
@@ -83,7 +85,7 @@ def only_job(world: rehearse.World, job_id: str, event: str, payload: dict) -> r
     return world.run(event, payload, folder, timeout=300, env={"PATH": f"{here}{os.pathsep}{os.environ['PATH']}"})
 
 
-def on_main(world: rehearse.World, *messages: str) -> list[str]:
+def on_main(world: rehearsal_world.World, *messages: str) -> list[str]:
     """Commits of main's tree on top of main, one per message, pushed; main is the last."""
     tree = git("rev-parse", f"{world.main}^{{tree}}", cwd=world.origin)
     chain = [world.main]
@@ -100,10 +102,10 @@ def on_main(world: rehearse.World, *messages: str) -> list[str]:
 
 
 def git(*args: str, cwd: Path) -> str:
-    return rehearse.git(*args, cwd=cwd)
+    return rehearsal_world.git(*args, cwd=cwd)
 
 
-def put_on_branch(world: rehearse.World, store: Path, message: str) -> str:
+def put_on_branch(world: rehearsal_world.World, store: Path, message: str) -> str:
     """``store``'s files committed on top of the branch (made where there is none) and pushed."""
     writer = world.scratch / "branch-writer"
     shutil.rmtree(writer, ignore_errors=True)
@@ -119,15 +121,15 @@ def put_on_branch(world: rehearse.World, store: Path, message: str) -> str:
     return git("rev-parse", "HEAD", cwd=writer)
 
 
-def tip(world: rehearse.World) -> str:
+def tip(world: rehearsal_world.World) -> str:
     return git("rev-parse", BRANCH, cwd=world.origin)
 
 
-def on_branch(world: rehearse.World) -> set[str]:
+def on_branch(world: rehearsal_world.World) -> set[str]:
     return set(git("ls-tree", "-r", "--name-only", BRANCH, cwd=world.origin).splitlines())
 
 
-def branch_store(world: rehearse.World) -> Path:
+def branch_store(world: rehearsal_world.World) -> Path:
     """The branch's files, as a store to read."""
     folder = world.scratch / "branch-now"
     shutil.rmtree(folder, ignore_errors=True)
@@ -137,7 +139,7 @@ def branch_store(world: rehearse.World) -> Path:
     return folder
 
 
-def is_ancestor(world: rehearse.World, older: str, newer: str) -> bool:
+def is_ancestor(world: rehearsal_world.World, older: str, newer: str) -> bool:
     done = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=world.origin, check=False)
     return done.returncode == 0
 
@@ -157,7 +159,7 @@ def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world, abc
     earlier = rf.write_store(world.scratch / "earlier", {c: rf.result(c, dict.fromkeys(NF4, rf.T0)) for c in (A, B)})
     before = put_on_branch(world, earlier, "a and b")
     unreachable = world.scratch / "unreachable.gitconfig"  # GitHub, as far as the rest of the job can tell
-    unreachable.write_text(f'[url "{world.scratch}/no-such-host.git"]\n\tinsteadOf = {rehearse.SERVER}/\n')
+    unreachable.write_text(f'[url "{world.scratch}/no-such-host.git"]\n\tinsteadOf = {rehearsal_world.SERVER}/\n')
     cut_off = f'echo "GIT_CONFIG_GLOBAL={unreachable}" >> "$GITHUB_ENV"'
     this_run = rf.write_store(world.scratch / "run", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
     result = push(world, this_run, env_step=cut_off)
@@ -284,7 +286,10 @@ def test_the_nightly_job_measures_the_newest_commits_with_no_result_at_most_its_
         ("backfill", "env"): with_run(found[("backfill", "env")], 'echo "(CPU: no GPU to describe)"'),
         ("backfill", "backfill"): with_run(found[("backfill", "backfill")], stand_in),
     }
-    payload = {"schedule": "17 3 * * *", "repository": {"full_name": rehearse.REPOSITORY, "default_branch": "main"}}
+    payload = {
+        "schedule": "17 3 * * *",
+        "repository": {"full_name": rehearsal_world.REPOSITORY, "default_branch": "main"},
+    }
     result = run_workflows(world, "schedule", payload, ("history.yml",), replaced)
     expected = {"backfill": "success", "store-backfilled": "success", "changepoints": "success"}
     assert result.results == expected, log(result)[-3000:]

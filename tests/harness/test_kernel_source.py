@@ -15,7 +15,7 @@ import pytest
 from harness.core import kernel_source
 from harness.gate import cli as gate
 from harness.gate import measurement
-from harness.github import rehearse as scratch
+from harness.github import rehearsal_world as scratch
 
 ROOT = Path(__file__).resolve().parents[2]
 

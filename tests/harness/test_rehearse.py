@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from harness.github import rehearse
+from harness.github import rehearsal_world, rehearse, scenarios
 
 ACT_OUTPUT = """\
 [approve] ⭐ Run Main Check the approval
@@ -30,7 +30,7 @@ ACT_OUTPUT = """\
 
 
 def test_act_output_gives_each_jobs_result_and_summary():
-    run = rehearse.read_act_output(ACT_OUTPUT.splitlines(keepends=True), started=0.0, echo=False)
+    run = rehearsal_world.read_act_output(ACT_OUTPUT.splitlines(keepends=True), started=0.0, echo=False)
     assert run.results == {"approve": "success", "gate": "failure", "report": "success"}
     assert (
         run.summaries["gate"] == "### nf4kernel speed gate\n\n| shape | implementation |\n|---|---|\n\n**FAIL: slow**\n"
@@ -39,23 +39,23 @@ def test_act_output_gives_each_jobs_result_and_summary():
     assert set(run.spans) == {"approve", "gate", "report"} and len(run.log) == len(ACT_OUTPUT.splitlines())
 
 
-@pytest.mark.parametrize("name", [n for n, s in rehearse.SCENARIOS.items() if s.change is not None])
+@pytest.mark.parametrize("name", [n for n, s in scenarios.SCENARIOS.items() if s.change is not None])
 def test_each_scenarios_commit_still_applies_to_this_tree(tmp_path, name):
-    world = rehearse.World(tmp_path, working_tree=True)
-    head = world.commit_pr(rehearse.SCENARIOS[name].change)
-    changed = rehearse.git("diff", "--name-only", world.main, head, cwd=world.scratch / "pr-8").split()
+    world = rehearsal_world.World(tmp_path, working_tree=True)
+    head = world.commit_pr(scenarios.SCENARIOS[name].change)
+    changed = rehearsal_world.git("diff", "--name-only", world.main, head, cwd=world.scratch / "pr-8").split()
     if name == "noop":
         assert changed == []
     else:
         assert "nf4kernel/launch_cache.py" in changed
     if name == "self-pass":
         assert {"harness/gate/decision.py", "harness/gate/cli.py", "harness/regression/rule.py"} <= set(changed)
-    assert rehearse.git("rev-parse", "refs/pull/8/head", cwd=world.origin) == head
+    assert rehearsal_world.git("rev-parse", "refs/pull/8/head", cwd=world.origin) == head
 
 
 def test_the_command_lists_its_scenarios(capsys):
     assert rehearse.main(["--list"]) == 0
-    assert set(line.split()[0] for line in capsys.readouterr().out.splitlines()) == set(rehearse.SCENARIOS)
+    assert set(line.split()[0] for line in capsys.readouterr().out.splitlines()) == set(scenarios.SCENARIOS)
 
 
 def test_without_a_gpu_it_says_so_and_exits_4(monkeypatch, capsys):

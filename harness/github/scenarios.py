@@ -1,0 +1,204 @@
+"""The rehearsal's scenarios: the PR each makes (a no-op, the planted 2x slowdown, the plant with the
+harness edited to pass itself, the plant with a hostile ``nf4kernel/__init__.py``) or a push to
+main, what each expects of every job and of the commit status, and the check of a run against it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness.core.paths import ROOT
+from harness.github.rehearsal_world import Run, World, git
+
+PLANT_2X = ROOT / "harness" / "github" / "plants" / "2x.patch"
+
+
+def no_change(tree: Path) -> str:
+    return "scratch: a no-op PR"
+
+
+def plant_2x(tree: Path) -> str:
+    subprocess.run(["git", "apply", str(PLANT_2X)], cwd=tree, check=True)
+    return "scratch: every planned launch made twice (a planted 2x slowdown)"
+
+
+def plant_and_pass_myself(tree: Path) -> str:
+    """The plant, and every edit a PR could make so that its *own* harness passes it."""
+    plant_2x(tree)
+    edits = {
+        "harness/gate/decision.py": [
+            (r"DEFAULT_THRESHOLD = [0-9.]+", "DEFAULT_THRESHOLD = 0.5"),
+            (r"DEFAULT_MAX_DROP = [0-9.]+", "DEFAULT_MAX_DROP = 0.95"),
+        ],
+        "harness/gate/cli.py": [
+            (  # whatever the workflow sets, the PR's own gate would ask for 0.5x
+                r"(def threshold_from_environment\(parser: argparse\.ArgumentParser\) -> float:\n)",
+                r"\1    return 0.5\n",
+            )
+        ],
+        "harness/regression/rule.py": [
+            (r"DEFAULT_MIN_CHANGE = [0-9.]+", "DEFAULT_MIN_CHANGE = 0.99"),
+            (r"DEFAULT_MIN_GROUP_CHANGE = [0-9.]+", "DEFAULT_MIN_GROUP_CHANGE = 0.99"),
+        ],
+    }
+    for name, replacements in edits.items():
+        path = tree / name
+        text = path.read_text()
+        for pattern, new in replacements:
+            text, count = re.subn(pattern, new, text)
+            if not count:
+                raise RuntimeError(f"self-pass: {pattern!r} is no longer in {name}; update the scenario")
+        path.write_text(text)
+    (tree / "base-gate.json").mkdir()  # a directory where a record once was read from
+    (tree / "base-gate.json" / "keep").write_text("")
+    (tree / "gate.json").write_text(json.dumps({"environment": {"cuda": True}, "verdict": {"passed": True}}))
+    return "scratch: the 2x plant, and the harness edited to pass it (thresholds, drop, limits)"
+
+
+# The three routes from an approved kernel's import to the verdict (a script every later step sources,
+# the trusted harness's thresholds, the other kernel's staged copy), as a PR would hide them:
+# fifteen lines named like a cache warm-up, at the top of nf4kernel/__init__.py. Each fails silently
+# where it can't act, so the kernel still imports and measures (with the 2x plant: slower).
+HOSTILE_INIT = """\
+def _warm_autotune_cache():  # looks like a cache warm-up; is the three routes to the verdict
+    import glob, os, re, sys, tempfile
+    temp = os.environ.get("RUNNER_TEMP", "")
+    try:  # 1. every later step of the job sources a script that hands in the base's record as ours
+        script = os.path.join(temp, "autotune-warm.sh")
+        with open(script, "w") as f:
+            f.write('cp "$RUNNER_TEMP/gate-base.json" "$RUNNER_TEMP/gate.json" 2>/dev/null || true\\n')
+        with open(os.environ["GITHUB_ENV"], "a") as f:
+            f.write(f"BASH_ENV={script}\\n")
+    except Exception:
+        pass
+    for entry in sys.path:  # 2. the trusted harness's thresholds, where it is importable
+        for name, pattern, value in (("gate/decision.py", r"THRESHOLD = [0-9.]+", "THRESHOLD = 0.01"),
+                                     ("regression/rule.py", r"MIN_CHANGE = [0-9.]+", "MIN_CHANGE = 0.99")):
+            try:
+                path = os.path.join(entry, "harness", *name.split("/"))
+                text = open(path).read()
+                open(path, "w").write(re.sub(pattern, value, text))
+            except Exception:
+                pass
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for other in glob.glob(os.path.join(tempfile.gettempdir(), "nf4kernel-*", "nf4kernel", "__init__.py")):
+        if not other.startswith(here):  # 3. the other kernel's staged copy, made slower
+            try:
+                open(other, "a").write("\\nimport time as _t; _t.sleep(0.001)\\n")
+            except Exception:
+                pass
+
+
+_warm_autotune_cache()
+"""
+
+
+def plant_hostile(tree: Path) -> str:
+    """The 2x plant, and an ``__init__.py`` that takes every route to the verdict it can reach."""
+    plant_2x(tree)
+    init = tree / "nf4kernel" / "__init__.py"
+    text = init.read_text()
+    body = ast.parse(text).body  # after the module's docstring
+    cut = sum(len(line) for line in text.splitlines(keepends=True)[: body[0].end_lineno]) if body else 0
+    init.write_text(text[:cut] + "\n" + HOSTILE_INIT + text[cut:])
+    return "scratch: the 2x plant, and an __init__.py that warms an autotune cache"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    about: str
+    change: Callable | None  # the PR's commit; None: a push to main
+    expect: dict  # job id -> result it must have ("" : must not have run)
+    status: str | None  # the `gpu` status report must post, None: no status
+
+
+PR_JOBS = ("approve", "gpu-tests", "gate", "regression", "report")
+SCENARIOS = {
+    "noop": Scenario(
+        "a no-op PR: every job green, status success",
+        no_change,
+        {"approve": "success", "gpu-tests": "success", "gate": "success", "regression": "success", "report": "success"},
+        "success",
+    ),
+    "slow": Scenario(
+        "a PR with a planted 2x slowdown: the gate and the regression check fail, status failure",
+        plant_2x,
+        {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
+        "failure",
+    ),
+    "self-pass": Scenario(
+        "the 2x plant in a PR that edits the harness to pass itself: it still fails",
+        plant_and_pass_myself,
+        {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
+        "failure",
+    ),
+    "hostile": Scenario(
+        "the 2x plant in a PR whose nf4kernel/__init__.py, on import, writes BASH_ENV into $GITHUB_ENV, rewrites "
+        "the trusted harness's thresholds and slows the base's staged copy: sandboxed, none reaches the verdict",
+        plant_hostile,
+        {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
+        "failure",
+    ),
+    "push": Scenario(
+        "a push to main: gpu-tests, the gate and the history run; the results branch gains the commit; "
+        "main's history is judged for change points (nothing called: no issue)",
+        None,
+        {
+            "approve": "success",
+            "gpu-tests": "success",
+            "gate": "success",
+            "benchmark": "success",
+            "store": "success",
+            "changepoints": "success",
+        },
+        None,
+    ),
+}
+
+
+def wrong_checkouts(run: Run, trusted: str, candidate: str) -> list[str]:
+    """Every checkout that took another commit than it should: the PR's commit (``candidate/``) must
+    be the approved one, everything else (``trusted/``, a push's workspace) the judging commit."""
+    problems = []
+    for job, path, asked, commit in run.checkouts:
+        allowed = candidate if path == "candidate" else trusted
+        if commit != allowed:
+            problems.append(
+                f"job {job} checked out {commit[:12]} into {path} (asked for {asked}); expected {allowed[:12]}"
+            )
+    return problems
+
+
+def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[str]:
+    """What did not go as the scenario expects ([] when everything did)."""
+    problems = []
+    for job, wanted in scenario.expect.items():
+        got = run.results.get(job, "")
+        if got != wanted:
+            problems.append(f"job {job}: {got or 'did not run'}, expected {wanted}")
+    posted = [(sha, body["state"]) for sha, body in world.fake.statuses]
+    if scenario.status and posted != [(candidate, scenario.status)]:
+        problems.append(f"commit status: {posted}, expected [({candidate[:12]}, {scenario.status})]")
+    if not scenario.status and posted:
+        problems.append(f"a commit status was posted: {posted}")
+    summaries = run.summary_text()
+    wanted_text = ["### nf4kernel speed gate"]
+    if scenario.change is not None:
+        wanted_text.append("### Regression check")
+    if scenario.status == "success" or scenario.change is None:
+        wanted_text.append("```mermaid")
+    problems += [f"the step summaries lack {text!r}" for text in wanted_text if text not in summaries]
+    problems += wrong_checkouts(run, trusted=world.main, candidate=candidate)
+    if scenario.change is None:
+        stored = git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin, check=False)
+        if f"{candidate[:8]}-" not in stored:
+            problems.append(f"the asv-results branch holds no results for {candidate[:8]}")
+        if world.fake.issues:  # one commit's results: there is no earlier level to have left
+            problems.append(f"the change-point job opened an issue: {[i.title for i in world.fake.issues.values()]}")
+    return problems
