@@ -12,8 +12,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from harness.github import act, pins
-from harness.github.pins import IndexFile
+from harness.github import act, package_index, pin_inputs, pins
+from harness.github.package_index import IndexFile
 
 ROOT = pins.ROOT
 
@@ -42,7 +42,7 @@ def test_the_pythons_come_from_every_setup_python_step_matrix_expanded(tmp_path)
     }
     path = tmp_path / "ci.yml"
     path.write_text(yaml.safe_dump(workflow))
-    assert pins.ci_pythons(path) == ["3.11", "3.12", "3.13"]
+    assert pin_inputs.ci_pythons(path) == ["3.11", "3.12", "3.13"]
 
 
 @pytest.mark.parametrize(
@@ -89,7 +89,7 @@ def test_every_pin_must_be_exact_and_pinned_once():
 
 def test_only_reachable_http_indexes_are_asked():
     environ = {"PIP_EXTRA_INDEX_URL": "file:///opt/pypi/simple https://download.example/whl/cpu/"}
-    assert pins.index_urls(environ) == [pins.PYPI, "https://download.example/whl/cpu"]
+    assert package_index.index_urls(environ) == [package_index.PYPI, "https://download.example/whl/cpu"]
 
 
 def test_a_files_own_index_options_name_where_its_pins_are_looked_up(tmp_path):
@@ -98,20 +98,20 @@ def test_a_files_own_index_options_name_where_its_pins_are_looked_up(tmp_path):
         "# torch alone\n--index-url https://download.example/whl/cpu/\n--extra-index-url=https://more.example/simple\n"
         "-r other.txt\ntorch==2.13.0  # the CPU build\n"
     )
-    assert [str(r) for _, r in pins.pins([requirements])] == ["torch==2.13.0"]
+    assert [str(r) for _, r in pin_inputs.pins([requirements])] == ["torch==2.13.0"]
     environ = {"PIP_EXTRA_INDEX_URL": "https://env.example/simple"}
-    assert pins.file_indexes(requirements, environ) == [
+    assert pin_inputs.file_indexes(requirements, environ) == [
         "https://download.example/whl/cpu",
         "https://more.example/simple",
         "https://env.example/simple",
     ]
     plain = tmp_path / "plain.txt"
     plain.write_text("nox==2026.10.20\n")
-    assert pins.file_indexes(plain, {}) == [pins.PYPI]
+    assert pin_inputs.file_indexes(plain, {}) == [package_index.PYPI]
 
 
 def test_the_promised_pythons_agree_with_the_ci_legs():
-    legs = pins.ci_pythons()
+    legs = pin_inputs.ci_pythons()
     oldest = legs[0]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     requires = SpecifierSet(project["project"]["requires-python"])
@@ -167,19 +167,19 @@ def test_option_lines_continuations_and_hashes_are_read_as_pip_reads_them(tmp_pa
         "pyyaml==6.0.3 --hash=sha256:89ab\n"
         "nox==2026.10.20  # the tool\n"
     )
-    assert [str(r) for _, r in pins.pins([requirements])] == [
+    assert [str(r) for _, r in pin_inputs.pins([requirements])] == [
         "torch==2.13.0",
         "pyyaml==6.0.3",
         "nox==2026.10.20",
     ]
-    assert pins.file_indexes(requirements, {}) == ["https://first.example/simple", "https://more.example/simple"]
+    assert pin_inputs.file_indexes(requirements, {}) == ["https://first.example/simple", "https://more.example/simple"]
 
 
 def test_a_line_that_is_no_requirement_names_its_file_and_line(tmp_path):
     requirements = tmp_path / "broken.txt"
     requirements.write_text("# pins\nnox==2026.10.20\ntorch=2.13.0\n")
-    with pytest.raises(pins.BadInput, match=r"broken.txt:3: 'torch=2.13.0' is not a requirement"):
-        pins.pins([requirements])
+    with pytest.raises(pin_inputs.BadInput, match=r"broken.txt:3: 'torch=2.13.0' is not a requirement"):
+        pin_inputs.pins([requirements])
 
 
 def workflow_file(tmp_path, jobs) -> object:
@@ -200,10 +200,10 @@ def test_a_matrix_with_include_and_exclude_expands_as_github_expands_it(tmp_path
         "include": [{"python": "3.14", "os": "ubuntu"}, {"os": "arm", "extra": True}],
     }
     jobs = {"tests": {"strategy": {"matrix": matrix}, "steps": [setup_python("${{matrix.python}}")]}}
-    assert pins.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.12", "3.14"]
+    assert pin_inputs.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.12", "3.14"]
     only_include = {"include": [{"python": "3.13"}, {"python": "3.11"}]}
     jobs = {"tests": {"strategy": {"matrix": only_include}, "steps": [setup_python("${{ matrix.python }}")]}}
-    assert pins.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.13"]
+    assert pin_inputs.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.13"]
 
 
 @pytest.mark.parametrize(
@@ -221,8 +221,8 @@ def test_a_matrix_with_include_and_exclude_expands_as_github_expands_it(tmp_path
     ],
 )
 def test_a_workflow_pins_cannot_read_its_pythons_from_is_refused_by_place(tmp_path, jobs, said):
-    with pytest.raises(pins.BadInput) as error:
-        pins.ci_pythons(workflow_file(tmp_path, jobs))
+    with pytest.raises(pin_inputs.BadInput) as error:
+        pin_inputs.ci_pythons(workflow_file(tmp_path, jobs))
     assert said in str(error.value) and str(error.value).startswith("ci.yml: ")
 
 
@@ -269,7 +269,7 @@ class Index:
 )
 def test_an_index_answering_with_an_error_or_no_index_page_is_skipped_with_a_warning(capsys, status, body, kind):
     with Index(status, body, kind) as url:
-        list_files = pins.list_from_indexes([url], timeout=5)
+        list_files = package_index.list_from_indexes([url], timeout=5)
         assert list_files("asv") == [] and list_files.unreachable == {url}
     assert f"WARNING: skipping index {url}" in capsys.readouterr().err
 
@@ -286,7 +286,7 @@ def test_a_json_page_lists_only_entries_with_a_filename():
         }
     ).encode()
     with Index(200, page) as url:
-        files = pins.list_from_indexes([url], timeout=5)("asv")
+        files = package_index.list_from_indexes([url], timeout=5)("asv")
     assert files == [
         IndexFile("asv-0.6.6-py3-none-any.whl", None, True),
         IndexFile("asv-0.6.6.tar.gz", ">=3.8", False),
