@@ -16,7 +16,7 @@ from pathlib import Path
 import recorded as recorded_samples
 import yaml
 
-from harness.github import rehearse
+from harness.github import rehearsal_world
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE_RECORDS = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa"  # one H200 session
@@ -29,7 +29,7 @@ UNPLANTED = GATE_RECORDS / "planted-base.json"
 PLANTED_2X = GATE_RECORDS / "planted-2x.json"
 
 
-def workflow(world: rehearse.World, name: str) -> dict:
+def workflow(world: rehearsal_world.World, name: str) -> dict:
     return yaml.safe_load((world.work / ".github" / "workflows" / name).read_text())
 
 
@@ -46,7 +46,7 @@ def of_commit(record: Path, commit: str, to: Path) -> None:
 
 
 def gpu_steps_replaced(
-    world: rehearse.World,
+    world: rehearsal_world.World,
     candidate: str,
     *,
     base_record: Path | None = UNPLANTED,
@@ -100,7 +100,7 @@ def gpu_steps_replaced(
     return replaced
 
 
-def run(world: rehearse.World, event: str, payload: dict, names: tuple, replaced: dict) -> rehearse.Run:
+def run(world: rehearsal_world.World, event: str, payload: dict, names: tuple, replaced: dict) -> rehearsal_world.Run:
     """act on the named workflows, with this interpreter (nox, asv and the harness's needs) first on
     the PATH as `python` and `python3`, as the runner's own Python would be."""
     folder = world.workflows(names, replaced)
