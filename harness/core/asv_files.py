@@ -1,0 +1,109 @@
+"""asv's files as the history reads them: a result file (``<machine>/<commit>-<env>.json`` in asv's
+results and ``benchmarks/history``, the format asv 0.6 writes) and a ``machine.json``: their schemas
+(``check_asv_result``, ``check_machine``) and readers (``read_asv_result``, ``read_machine``).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from harness.core.schema import (
+    COMMIT_HASH,
+    Where,
+    a_list,
+    a_number,
+    a_string,
+    an_int,
+    an_object,
+    optional,
+    read_json,
+    required,
+    shown,
+    strings,
+)
+
+ASV_RESULTS_VERSION = 2  # the asv result file format asv 0.6 writes and reads
+ASV_MACHINE_VERSION = 1
+
+
+def read_asv_result(path: str | Path, name: str | None = None) -> dict:
+    name = str(path) if name is None else name
+    return check_asv_result(read_json(path, name), name)
+
+
+def read_machine(path: str | Path, name: str | None = None) -> dict:
+    name = str(path) if name is None else name
+    return check_machine(read_json(path, name), name)
+
+
+def check_asv_result(record: Any, file: str = "the asv result") -> dict:
+    """``record`` if it is an asv result file of the format asv 0.6 writes (version 2): the commit
+    it is for, its environment, and per benchmark a row of ``result_columns``."""
+    where = Where(file)
+    an_object(record, where)
+    version = required(record, "version", where, an_int)
+    if version != ASV_RESULTS_VERSION:
+        where.key("version").fail(f"{version}: this harness reads asv's result format {ASV_RESULTS_VERSION}")
+    commit = required(record, "commit_hash", where, a_string)
+    if not COMMIT_HASH.fullmatch(commit):
+        where.key("commit_hash").fail(f"{shown(commit)} is not a full commit hash")
+    required(record, "env_name", where, a_string, nonempty=True)
+    optional(record, "date", where, an_int, minimum=0)
+    optional(record, "python", where, a_string)
+    params = optional(record, "params", where, an_object) or {}
+    for key, value in params.items():
+        a_string(value, where.key("params").key(key))
+    columns = required(record, "result_columns", where, strings)
+    results = required(record, "results", where, an_object)
+    for name, row in results.items():
+        _asv_row(row, where.key("results").key(name), columns)
+    durations = optional(record, "durations", where, an_object) or {}
+    for key, value in durations.items():
+        a_number(value, where.key("durations").key(key))
+    return record
+
+
+def _asv_row(value: Any, where: Where, columns: list[str]) -> None:
+    row = a_list(value, where, nonempty=True)
+    if len(row) > len(columns):
+        where.fail(f"{len(row)} values for {len(columns)} result_columns")
+    result = row[0]
+    if not isinstance(result, list):
+        _asv_value(result, where.at(0))
+        return
+    for i, item in enumerate(result):
+        _asv_value(item, where.at(0).at(i))
+    if len(row) > 1:
+        names = a_list(row[1], where.at(1))
+        for i, values in enumerate(names):
+            strings(values, where.at(1).at(i))
+        combinations = math.prod(len(values) for values in names)
+        if names and combinations != len(result):
+            where.at(0).fail(f"{len(result)} results for {combinations} combinations of the parameters")
+
+
+def _asv_value(value: Any, where: Where) -> None:
+    """One result: a number or null (asv writes null for a benchmark that failed or was skipped,
+    and NaN where one returned it)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        where.fail(f"{shown(value)} is not a number or null")
+
+
+def check_machine(record: Any, file: str = "machine.json") -> dict:
+    """``record`` if it is asv's description of a machine (version 1): its name and, as asv and
+    ``harness/history/machine.py`` write them, every other value a string (``gpu`` is ``"none"`` on a CPU
+    machine, or absent where asv alone wrote the file)."""
+    where = Where(file)
+    an_object(record, where)
+    version = required(record, "version", where, an_int)
+    if version != ASV_MACHINE_VERSION:
+        where.key("version").fail(f"{version}: asv's machine.json is version {ASV_MACHINE_VERSION}")
+    required(record, "machine", where, a_string, nonempty=True)
+    for key, value in record.items():
+        if key != "version":
+            a_string(value, where.key(key))
+    return record
