@@ -3,7 +3,7 @@
 Eager calls go through the launch cache. Under ``torch.compile`` the kernel is a custom op
 (``torch.ops.nf4kernel.dequantize_4bit``): Dynamo traces the state reading and checks, then records
 one opaque op that launches the same compiled kernel as eager (fp fusion off), so no graph break and
-no FMA; after its first launch per kernel it launches it directly (``launch_cache.launch_for_op``).
+no FMA; after its first launch per kernel it launches it directly (``launch.launch_for_op``).
 It stays an opaque ``custom_op``, not a ``triton_op``: Inductor compiles a ``triton_op``'s kernel
 with its own options, fp fusion on, and the nested scale then loses bitsandbytes' rounding
 (``benchmarks/_triton_op.py``; measured in ``benchmarks/results/training/h200``).
@@ -28,11 +28,13 @@ import math
 
 import torch
 
-from . import launch_cache
-from .quant_state import Layout, Tensors4bit, check_out, check_out_memory, read, unwrap
+from . import _triton_compat, launch_cache
+from .inputs import check_out, check_out_memory
+from .launch import launch_for_op
+from .quant_state import Layout, Tensors4bit, read, unwrap
 
 _is_compiling = torch.compiler.is_compiling
-_is_tracing = torch._C._is_tracing  # torch.jit.trace
+_is_tracing = _triton_compat.is_tracing()  # torch.jit.trace
 
 
 def dequantize(W, quant_state=None, *, out: torch.Tensor | None = None) -> torch.Tensor:
@@ -96,7 +98,7 @@ def _launch_into(out, packed, absmax, code, code2, absmax2, offset, blocksize, b
     """The ops' body: the checks ran while tracing; this is the launch, as eager's checked path does it."""
     layout = _layout_of(blocksize, blocksize2, shape, dtype)
     if layout.n_elements:
-        launch_cache.launch_for_op(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
+        launch_for_op(Tensors4bit(packed, absmax, code, code2, absmax2, offset), layout, out)
 
 
 def _launch_into_given(out, packed, absmax, code, code2, absmax2, offset, *layout) -> None:

@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+from triton.language.extra.cuda import gdc_wait
 from triton.runtime.interpreter import InterpretedFunction
 from triton.runtime.jit import JITFunction
 
@@ -50,14 +50,12 @@ def dequantize_4bit_kernel(
     WIDE: tl.constexpr,  # offsets need 64 bits
     BF16_RNE: tl.constexpr,  # round fp32 -> bf16 by hand: the interpreter's cast truncates
     EVICT: tl.constexpr,  # eviction policy for the streamed weight and output ("" or "evict_first")
-    PDL: tl.constexpr,  # programmatic dependent launch (sm_90 on): 0 off, 1 on; 2 and 3 see PDL_MODES
+    PDL: tl.constexpr,  # programmatic dependent launch (sm_90 on): 0 off, 1 on
 ):
     if PDL:
         # Before any memory access: the kernel before this one on the stream may have written what
         # this one reads, or read what it writes; wait until it is done and its writes are visible.
         gdc_wait()
-        if PDL == 2:
-            gdc_launch_dependents()  # the next launch may be scheduled once every program got here
     SEGMENTS: tl.constexpr = BLOCKSIZE // 2 // COLS  # segments per quantization block
     packed_ptr = packed_ptr.to(tl.pointer_type(tl.uint8))
     # The codebook lives in registers/shared memory: a gather from it keeps every value in the
@@ -93,8 +91,6 @@ def dequantize_4bit_kernel(
             result = vals.to(out_ptr.dtype.element_ty)
 
         tl.store(out_ptr + elem, result, mask=elem_ok, eviction_policy=EVICT)
-    if PDL == 3:
-        gdc_launch_dependents()  # the next launch may be scheduled once every program stored its tiles
 
 
 @triton.jit
@@ -180,7 +176,7 @@ TRITON_LOCK = threading.RLock()
 # --- Tile shape -----------------------------------------------------------------------------------
 # Speed only: every choice is bit-exact, on every GPU. A tile gives each thread 16 output bytes (one
 # 128-bit store) times ``vector``, from the packed bytes it loaded itself, so no value crosses threads
-# between load and store. Picked by harness.sweep on an H200: large weights stream best
+# between load and store. Picked by harness.tuning.sweep on an H200: large weights stream best
 # through small programs that store 64 bytes per thread and evict early; smaller ones with 4 warps.
 #
 # On GPUs it was not tuned on (a T4, an A10, an L4, ...) the same table applies: the results are the
@@ -188,7 +184,7 @@ TRITON_LOCK = threading.RLock()
 # the newest target Triton knows: tests/test_targets.py). A runner's owner tunes it for their GPU with
 # one command, the sweep, and points NF4KERNEL_TILES at what it wrote:
 #
-#     python -m harness.sweep --json tiles.json && export NF4KERNEL_TILES=$PWD/tiles.json   # from a checkout
+#     python -m harness.tuning.sweep --json tiles.json && export NF4KERNEL_TILES=$PWD/tiles.json   # from a checkout
 #
 # (read once per process, at the first GPU launch; see gpu_tiles).
 GPU_TILES = (
@@ -217,20 +213,23 @@ class Tile(NamedTuple):
         return self.rows * self.cols * self.iters
 
 
-def tile_shape(n_bytes: int, blocksize: int, out_size: int, interpreted: bool, **override) -> Tile:
+def tile_shape(n_bytes: int, blocksize: int, out_size: int, interpreted: bool) -> Tile:
     """The tile for ``n_bytes`` packed bytes in ``blocksize`` blocks, dequantized to ``out_size``-byte
-    values. ``override`` sets num_warps / iters / evict, and ``vector`` (16-byte output stores per
-    thread, 1 by default) (the sweep uses them)."""
+    values: the interpreter's, or the tile table's row for that size."""
     if interpreted:
-        tile_bytes, num_warps, iters, evict, vector = INTERPRETER_TILE_BYTES, 1, 1, "", 1
-    else:
-        num_warps, iters, evict, vector = next(t[1:] for t in gpu_tiles() if n_bytes >= t[0])
-        num_warps = override.get("num_warps", num_warps)
-        iters = override.get("iters", iters)
-        evict = override.get("evict", evict)
-        vector = override.get("vector", vector)
-        # 16 output bytes per thread (one 128-bit store), times ``vector``.
-        tile_bytes = (8 // out_size) * 32 * num_warps * vector
+        return tile_of(blocksize, out_size, 1, 1, "", 1, tile_bytes=INTERPRETER_TILE_BYTES)
+    num_warps, iters, evict, vector = next(t[1:] for t in gpu_tiles() if n_bytes >= t[0])
+    return tile_of(blocksize, out_size, num_warps, iters, evict, vector)
+
+
+def tile_of(
+    blocksize: int, out_size: int, num_warps: int, iters: int, evict: str, vector: int, tile_bytes: int = 0
+) -> Tile:
+    """The tile of one row's choices (num_warps, tiles per program, eviction policy, 16-byte output
+    stores per thread) for ``blocksize`` blocks of ``out_size``-byte values. The sweep builds its
+    variants with it and launches them through ``launch.arguments``."""
+    # 16 output bytes per thread (one 128-bit store), times ``vector``.
+    tile_bytes = tile_bytes or (8 // out_size) * 32 * num_warps * vector
     cols = min(blocksize // 2, tile_bytes)
     return Tile(tile_bytes // cols, cols, iters, num_warps, evict, vector)
 
@@ -250,7 +249,7 @@ def gpu_tiles() -> tuple[tuple[int, int, int, str, int], ...]:
 
 
 def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int, int, int, str, int], ...]:
-    """A tile table from ``harness.sweep --json``'s output: for each swept weight, its
+    """A tile table from ``harness.tuning.sweep --json``'s output: for each swept weight, its
     fastest (num_warps, tiles per program, eviction, stores per thread; a sweep from before the
     last was swept gives 1) applies from its packed size up to the next
     larger swept weight; the smallest one's applies below it too."""
@@ -284,11 +283,10 @@ def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
 # of after the launch gap: 14336x4096 bf16 back to back went from 39.29 to 38.00 us on an H200, as
 # fast as the kernel replayed from a CUDA graph (37.91 us; benchmarks/results/issue10/run14-h200). Every
 # program waits (``gdc_wait``) for the kernel before it to finish before touching memory, whatever
-# that kernel is, so the order of writes and reads is the stream's as without PDL. Modes, measured
-# by scripts/pdl_probe.py: 0 off; 1 wait, next kernel scheduled as programs exit (what launches
-# use); 2 wait, then let the next kernel be scheduled at once; 3 wait, and let it be scheduled once
-# the program's stores are issued. Hopper (sm_90) on; ``NF4KERNEL_PDL=0`` turns it off.
-PDL_MODES = (0, 1, 2, 3)
+# that kernel is, so the order of writes and reads is the stream's as without PDL. The kernel's
+# ``PDL`` is 0 (off) or 1 (wait; the next kernel is scheduled as programs exit). Earlier triggers
+# (scripts/pdl_probe.py builds them around this kernel) are probes, not shipped. Hopper (sm_90) on;
+# ``NF4KERNEL_PDL=0`` turns it off.
 PDL_MODE = 1
 PDL_MIN_ARCH = 90
 PDL_ENV = "NF4KERNEL_PDL"

@@ -21,72 +21,57 @@ argument, about as long as the kernel runs), so a plan keeps what the first call
 * An ``out=`` buffer is checked on every call: the plan's launch takes only one of the planned
   dtype, shape and device, contiguous, 16-byte aligned, sharing no byte with the weight or its
   state, and writable under torch's autograd rules; anything else takes the checked path.
-* It holds integers and the compiled kernel, never a tensor: it pins nothing in memory.
+* It holds integers and the compiled kernel, never a tensor: it pins nothing in memory. It is never
+  changed once made: where a call learns something new (the tensor check re-made under another
+  mode, a launcher that refuses the direct call), a new plan replaces it in the table.
+
+Reading order: ``dequantize`` repeats a plan in its own frame, or hands its arguments to
+``inputs.check``, which reads and checks them once into an immutable ``Checked``; ``_checked``
+launches that (``launch.launch``) and plans it. Private handles: ``_triton_compat``.
 
 Threads: calls from several threads at once are safe and give each its own exact result. Triton's
 CPU interpreter keeps global state (it patches ``triton.language`` and holds the grid in a
 module-level builder for the length of a launch), so interpreted launches, and every launch that
 goes through Triton's JIT (which may compile, reading ``triton.language``), hold one lock,
-``kernel.TRITON_LOCK``. A user's own interpreted Triton kernel running at the same time in another
+``kernel.TRITON_LOCK`` (``launch.launch``). A user's own interpreted Triton kernel running at the
+same time in another
 thread reaches the same global state: it must hold that lock too (README, "threads"). A planned GPU
 launch takes no lock: it reads the calling thread's current device and stream (both per thread in
 torch) and calls the driver, which is thread-safe. The plan table is a dict whose reads and writes
-are atomic; two threads planning one weight at once both make a valid plan and one of them is kept.
+are atomic; two threads planning (or re-planning) one weight at once both make a valid plan and one
+of them is kept.
 """
 
 from __future__ import annotations
 
-import functools
 import weakref
 from functools import partial
+from typing import NamedTuple
 
 import torch
-import triton
 
-from . import kernel as K
-from .quant_state import (
-    Layout,
-    Tensors4bit,
-    check_out,
-    check_out_memory,
-    extents,
-    in_memory,
-    integer,
-    module_weight,
-    overlaps,
-    read,
-    tensors_of,
-    unwrap,
-)
+from . import _triton_compat as compat
+from . import inputs
+from .inputs import Checked, extents, overlaps
+from .launch import direct_launcher, kernel_arguments, kernel_pointers, launch, state_pointers
+from .quant_state import Layout, int_key, integer, module_weight, shape_key, tensors_of
 
+__all__ = ["dequantize", "kernel_arguments"]  # the second: what harness.tuning.sweep and benchmarks call
 _PLANS: dict[int, Plan] = {}
 _Module = torch.nn.Module
-_plain_tensors = torch._C.DisableTorchFunctionSubclass
+_plain_tensors = compat.plain_tensors()
 
-_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-_dynamo_guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
-# What Inductor's generated code allocates with: ``torch.empty_strided`` on the current CUDA device
-# without the argument parser and the dispatcher (half of ``empty_strided``'s host cost; the same
-# caching allocator and stream, the same tensor). Where this torch lacks it, ``empty_strided``.
-_empty_strided_here = getattr(_dynamo_guards, "_empty_strided_cuda", None)
-# What torch.compile checks its input tensors with before it reuses compiled code: one C++ call for
-# the Python type, dtype, device, sizes, strides, requires_grad and dispatch keys of several tensors
-# (see ``tensor_guard``). Where this torch lacks it, every call reads the whole key.
-_TensorGuards = getattr(_dynamo_guards, "TensorGuards", None)
-_current_device = getattr(torch._C, "_cuda_getDevice", None)
-_runtime_knobs = getattr(getattr(triton, "knobs", None), "runtime", None)
-# Turned off for good if this Triton's launcher ever refuses the direct call (see Plan.launch).
-_direct_launch = _raw_stream is not None
-# The C launcher's argument layout under Triton 3.6's Python wrapper, read from its source; other
-# versions go through the wrapper (CompiledKernel.run), whose signature is stable from 3.3 to 3.9.
-_C_LAUNCH_LAYOUT = triton.__version__.startswith("3.6.")
+# Read once, at import (``_triton_compat``: a measurement turns a handle off before this import).
+_raw_stream, _current_device = compat.stream_reader() or (None, None)
+bump_version = compat.version_bumper()
+_hooks_active = compat.hooks_active
 
 
 def key_of(packed: torch.Tensor, state) -> tuple:
     """Everything the checks accepted that a later call could have changed, cheap to read: for the
     weight and each state tensor its data pointer, dtype, element count (the weight: shape),
     contiguity and negative bit (a view at the same address with another dtype, length, layout or
-    sign must not pass), and the state's shape and blocksizes as ints (``_shape_key``, ``_int``),
+    sign must not pass), and the state's shape and blocksizes as ints (``quant_state.shape_key``, ``int_key``),
     dtype and quant type. The codebook is not the state's (``quant_state.codebook``): the quant type
     decides it. No tensor's device needs a read: CUDA's unified addressing gives the host and every
     device distinct addresses, so a pointer says where its tensor is.
@@ -108,9 +93,9 @@ def key_of(packed: torch.Tensor, state) -> tuple:
             absmax.numel(),
             absmax.is_contiguous(),
             absmax.is_neg(),
-            _shape_key(state.shape),
+            shape_key(state.shape),
             state.dtype,
-            _int(state.blocksize),
+            int_key(state.blocksize),
             state.quant_type,
         )
         if state.nested:
@@ -131,7 +116,7 @@ def key_of(packed: torch.Tensor, state) -> tuple:
                 offset.dtype,
                 offset.numel(),  # one element is always contiguous
                 offset.is_neg(),
-                _int(state2.blocksize),
+                int_key(state2.blocksize),
                 getattr(state2, "dtype", torch.float32),
             )
     return key
@@ -145,13 +130,14 @@ def tensor_guard(packed: torch.Tensor, state):
     is at least what ``key_of`` reads of each tensor besides its pointer, in one call into C++
     instead of about 20 (dynamo's ``TensorGuards``, which holds no tensor). None where this torch
     lacks it or refuses these tensors: then the plan compares whole keys."""
-    if _TensorGuards is None:
+    guards = compat.tensor_guards()
+    if guards is None:
         return None
     try:
         tensors = (packed, state.absmax)
         if state.nested:
             tensors += (state.state2.code, state.state2.absmax, state.offset)
-        check = _TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
+        check = guards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None).check
         return check if check(*tensors) is True else None
     except Exception:  # a private API: any refusal means "no guard", never a failed call
         return None
@@ -170,7 +156,7 @@ def quick_key(packed: torch.Tensor, state, check, pointers: tuple) -> tuple | No
     with _plain_tensors():
         absmax = state.absmax
         blocksize = state.blocksize
-        if type(blocksize) is not int:  # inline: a call costs as much as the read (``_int``)
+        if type(blocksize) is not int:  # inline: a call costs as much as the read (``int_key``)
             blocksize = integer(blocksize)
         if state.nested:
             state2, offset = state.state2, state.offset
@@ -188,10 +174,10 @@ def quick_key(packed: torch.Tensor, state, check, pointers: tuple) -> tuple | No
             if type(blocksize2) is not int:
                 blocksize2 = integer(blocksize2)
             # state2.dtype read plainly: a state2 without one fails here, and the whole key decides.
-            return (_shape_key(state.shape), state.dtype, blocksize, state.quant_type, blocksize2, state2.dtype)
+            return (shape_key(state.shape), state.dtype, blocksize, state.quant_type, blocksize2, state2.dtype)
         if (packed.data_ptr(), absmax.data_ptr()) != pointers or not check(packed, absmax):
             return None
-        return (_shape_key(state.shape), state.dtype, blocksize, state.quant_type)
+        return (shape_key(state.shape), state.dtype, blocksize, state.quant_type)
 
 
 def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
@@ -200,273 +186,36 @@ def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
     differs, the whole key. The check fails also where only the calling thread's modes changed the
     tensors' dispatch keys (a plan made outside autocast, called inside it), or a size-1 dimension's
     stride: where the whole key still matches, the check is made again for what the tensors are
-    now, so the next such call is quick again. Raises what reading the state raises."""
+    now (a new plan), so the next such call is quick again. Raises what reading the state raises."""
     check = plan.check
     if check is not None and quick_key(packed, state, check, plan.pointers) == plan.quick:
         return True
     if key_of(packed, state) != plan.key:
         return False
-    if check is not None:
-        plan.check = tensor_guard(packed, state)  # None where refused now: whole keys from then on
+    if check is not None:  # None where refused now: whole keys from then on
+        _PLANS[id(state)] = plan._replace(check=tensor_guard(packed, state))
     return True
 
 
-def _int(value):
-    # A blocksize: an int as it is (one type check); anything else (a numpy or a 0-d torch integer,
-    # which can change in place after a plan) read as an int each call. None: not an integer.
-    return value if type(value) is int else integer(value)
+class Plan(NamedTuple):
+    """One weight's launch, ready to repeat while its key is unchanged (made by ``make_plan``, never
+    changed after). Holds no tensor."""
 
-
-def _shape_key(shape):
-    # bitsandbytes' torch.Size is immutable: kept as it is (one type check). Anything else is copied
-    # as ints each call: a list changed in place after the plan was made must not still match it.
-    # A size that is no int becomes None, which no plan holds, so the checked path says what it is.
-    if type(shape) is torch.Size:
-        return shape
-    return tuple(map(integer, shape))
-
-
-def _version_bumper():
-    """``bump(tensor)``: what torch's in-place ops do to a tensor's version counter, so that autograd
-    notices a saved tensor that was overwritten. The C call takes one tensor in older torch and an
-    iterable in newer; the public wrapper (``torch.autograd.graph.increment_version``) costs more."""
-    increment = torch._C._increment_version
-    try:
-        increment((torch.empty(0),))
-    except TypeError:
-        return increment
-    return lambda tensor: increment((tensor,))
-
-
-bump_version = _version_bumper()
-
-
-def _hooks_active() -> bool:
-    # Profilers (e.g. proton) hook Triton's launches; those calls keep Triton's own launch path.
-    if _runtime_knobs is None:
-        return False
-    enter, exit_ = _runtime_knobs.launch_enter_hook, _runtime_knobs.launch_exit_hook
-    return bool(getattr(enter, "calls", enter)) or bool(getattr(exit_, "calls", exit_))
-
-
-def launch_geometry(layout: Layout, interpreted: bool, pdl: bool = False, **tile) -> tuple[tuple[int], K.Tile, dict]:
-    """(grid, tile, constexprs) for a weight of this layout: no tensor needed, so tests can ask for
-    any size. ``pdl``: launched as a programmatic dependent launch (``kernel.pdl_for``). ``tile``
-    overrides the tuned num_warps / iters / evict / vector (the sweep uses it)."""
-    t = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, layout.dtype.itemsize, interpreted, **tile)
-    n_segments = -(-layout.n_elements // (2 * t.cols))
-    grid = (-(-n_segments // (t.rows * t.iters)),)
-    constexprs = {
-        "BLOCKSIZE": layout.blocksize,
-        "BLOCKSIZE2": max(layout.blocksize2, 1),
-        "NESTED": layout.nested,
-        "ROWS": t.rows,
-        "COLS": t.cols,
-        "ITERS": t.iters,
-        "EVEN": layout.n_elements % layout.blocksize == 0,
-        # 64-bit offsets once the grid's last element index (grid * 2 * bytes - 1) reaches 2**31 - 1;
-        # below that, no index the kernel forms can wrap in int32 (see kernel.tile_indices).
-        "WIDE": grid[0] * 2 * t.bytes >= 2**31,
-        "BF16_RNE": interpreted and layout.dtype == torch.bfloat16,
-        "EVICT": t.evict,
-        "PDL": K.PDL_MODE if pdl else 0,
-    }
-    return grid, t, constexprs
-
-
-def kernel_arguments(
-    tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, pdl: bool = False, **tile
-):
-    """(grid, positional args, constexprs, options) for one launch, with programmatic dependent
-    launch where ``pdl``. ``tile`` overrides the tuned num_warps / iters / evict / vector (the sweep
-    uses it)."""
-    grid, t, constexprs = launch_geometry(layout, interpreted, pdl, **tile)
-    absmax = tensors.absmax
-    # A flat state has no second level: its slots get a valid pointer that the kernel never reads.
-    args = (
-        tensors.packed,
-        absmax,
-        tensors.code,
-        absmax if tensors.code2 is None else tensors.code2,
-        absmax if tensors.absmax2 is None else tensors.absmax2,
-        absmax if tensors.offset is None else tensors.offset,
-        out,
-        layout.n_elements,
-        layout.n_blocks,
-    )
-    return grid, args, constexprs, K.launch_options(t.num_warps, pdl)
-
-
-@functools.cache
-def _pdl_on(index: int) -> bool:
-    """Whether launches on CUDA device ``index`` use programmatic dependent launch (read once)."""
-    major, minor = torch.cuda.get_device_capability(index)
-    return K.pdl_for(10 * major + minor)
-
-
-def launch(tensors: Tensors4bit, layout: Layout, out: torch.Tensor):
-    """Launch through Triton's own path. Returns (compiled kernel or None in the interpreter, grid,
-    constexprs): what a plan needs to repeat the launch."""
-    device = out.device
-    interpreted = device.type == "cpu" or K.dequantize_4bit_kernel is K.interpreted_kernel
-    kernel = K.interpreted_kernel if interpreted else K.dequantize_4bit_kernel
-    pdl = not interpreted and _pdl_on(device.index)
-    grid, args, constexprs, options = kernel_arguments(tensors, layout, out, interpreted, pdl)
-    compiled = None
-    # The interpreter's global state, and Triton's JIT (it may compile, reading triton.language while
-    # an interpreted launch has it patched): one launch at a time (module docstring, "Threads").
-    with K.TRITON_LOCK:
-        if device.type == "cuda":
-            with torch.cuda.device(device):
-                compiled = kernel[grid](*args, **constexprs, **options)
-        else:
-            kernel[grid](*args, **constexprs, **options)
-    return (None if interpreted else compiled), grid, constexprs
-
-
-_BY_LAYOUT: dict[tuple, tuple] = {}  # launch_for_op's compiled kernels: key -> (compiled, grid, constexprs)
-
-
-def op_key(tensors: Tensors4bit, layout: Layout, out: torch.Tensor, pointers: tuple) -> tuple:
-    """What one compiled kernel serves (``launch_for_op``): the layout (the integer arguments and
-    constexprs), the device, each tensor's dtype (a pointer's type) and each pointer's 16-byte
-    alignment, ``out``'s included. Calls that differ only in their tensors' addresses share it."""
-    return (
-        layout,
-        out.device.index,
-        tuple(None if t is None else t.dtype for t in tensors),
-        tuple(p % 16 == 0 for p in pointers),
-        out.data_ptr() % 16 == 0,
-    )
-
-
-def launch_for_op(tensors: Tensors4bit, layout: Layout, out: torch.Tensor) -> None:
-    """The launch of ``torch.ops.nf4kernel.dequantize_4bit`` (what ``torch.compile`` and CUDA graphs
-    run, the inputs checked while tracing): Triton's own launch the first time for a kernel, then that
-    compiled kernel, found by ``op_key``, launched directly, as a plan launches. (Through Triton's
-    launch path every call, a compiled QLoRA step on an H200 ran at 0.86x stock's.)"""
-    global _direct_launch
-    device = out.device
-    if device.type != "cuda" or not _direct_launch or _hooks_active():
-        launch(tensors, layout, out)
-        return
-    pointers = kernel_pointers(tensors)
-    key = op_key(tensors, layout, out, pointers)
-    known = _BY_LAYOUT.get(key)
-    if known is None:
-        _BY_LAYOUT[key] = launch(tensors, layout, out)
-        return
-    compiled, grid, constexprs = known
-    fast = direct_launcher(compiled, grid[0], layout, constexprs, pointers)
-    if fast is None:
-        launch(tensors, layout, out)
-        return
-    try:
-        with torch.cuda.device(device.index):
-            fast(_raw_stream(device.index), out.data_ptr())
-    except TypeError:  # this Triton's launcher takes other arguments: it checked before launching
-        _direct_launch = False
-        launch(tensors, layout, out)
-
-
-def state_pointers(tensors: Tensors4bit) -> tuple[int, ...]:
-    """The data pointers of the caller's tensors a plan reads: the weight and absmax, and where nested
-    code2, absmax2 and the offset (a planned call compares them first: ``quick_key``)."""
-    return tuple(t.data_ptr() for t in tensors if t is not None and t is not tensors.code)
-
-
-def kernel_pointers(tensors: Tensors4bit) -> tuple[int, ...]:
-    """The kernel's six pointer arguments, in its order; a flat state passes absmax for the last three
-    (never read), as ``kernel_arguments`` does."""
-    fill = tensors.absmax.data_ptr()
-    return tuple(fill if t is None else t.data_ptr() for t in tensors)
-
-
-def direct_launcher(compiled, grid: int, layout: Layout, constexprs: dict, pointers: tuple):
-    """``launch(stream, out_pointer)``: the compiled kernel launched past Triton's argument binding,
-    with the six ``pointers`` (``kernel_pointers``: a later call's tensors are at them, or the plan
-    isn't used); None where this Triton's launcher can't be called directly.
-
-    Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
-    integers, which it passes through unchecked (a tensor would cost a driver query each). All but
-    the stream and ``out`` is one tuple made here, so a call builds one argument tuple and nothing
-    else (``scripts/host_anatomy.py`` times each layer of this)."""
-    if compiled is None or not _direct_launch:
-        return None
-    run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata
-    tail = (layout.n_elements, layout.n_blocks, *constexprs.values())
-    c_launch = getattr(run, "launch", None)
-    if (
-        _C_LAUNCH_LAYOUT
-        and c_launch is not None
-        and getattr(run, "global_scratch_size", 1) == 0
-        and getattr(run, "profile_scratch_size", 1) == 0
-    ):
-        # Triton 3.6's C entry under its Python CudaLauncher: no scratch to allocate, so call it.
-        # (function, cooperative grid, PDL, global scratch, profile scratch, kernel metadata,
-        #  launch metadata, enter hook, exit hook, the six input pointers): fixed for the plan.
-        head = (function, run.launch_cooperative_grid, run.launch_pdl, None, None, metadata, None, None, None)
-        head += pointers
-
-        def launch(stream, out_pointer):
-            c_launch(grid, 1, 1, stream, *head, out_pointer, *tail)
-
-        return launch
-
-    head = (function, metadata, None, None, None, *pointers)
-
-    def launch(stream, out_pointer):
-        run(grid, 1, 1, stream, *head, out_pointer, *tail)
-
-    return launch
-
-
-class Plan:
-    """One weight's launch, ready to repeat while its key is unchanged. Holds no tensor."""
-
-    __slots__ = (
-        "allocate",
-        "allocate_here",
-        "check",
-        "device",
-        "device_index",
-        "ends",
-        "fast",
-        "key",
-        "layout",
-        "out_bytes",
-        "pointers",
-        "quick",
-        "starts",
-        "state_ref",
-        "transposed",
-    )
-
-    def __init__(
-        self, state_ref, key, layout: Layout, device: torch.device, fast, reads, pointers, check=None, quick=None
-    ):
-        self.key = key
-        self.pointers = pointers  # the caller's tensors' addresses (``state_pointers``), compared first
-        # The quick key and the tensor check it passed with (``unchanged``); None: whole keys only.
-        self.check = check if quick is not None else None
-        self.quick = quick
-        self.layout = layout
-        self.device = device
-        self.device_index = device.index
-        self.transposed = layout.transposed
-        strides = torch.empty(layout.shape, device="meta").stride()
-        # empty_strided costs half of empty here (no layout inference).
-        self.allocate = partial(torch.empty_strided, layout.shape, strides, dtype=layout.dtype, device=device)
-        # The same, where the calling thread's current device is the plan's (the direct launch).
-        self.allocate_here = self.allocate
-        if device.type == "cuda" and _empty_strided_here is not None:
-            self.allocate_here = partial(_empty_strided_here, tuple(layout.shape), tuple(strides), layout.dtype)
-        self.fast = fast
-        self.state_ref = state_ref
-        # What the kernel reads (quant_state.extents), for the overlap check on out=.
-        self.starts = tuple(start for start, _ in reads)
-        self.ends = tuple(end for _, end in reads)
-        self.out_bytes = layout.n_elements * layout.dtype.itemsize
+    state_ref: object  # weak reference to the QuantState; the plan is its while it returns it
+    key: tuple  # ``key_of`` when the plan was made
+    pointers: tuple  # the caller's tensors' addresses (``state_pointers``), compared first
+    check: object  # the tensor check the quick key passed with (``tensor_guard``); None: whole keys
+    quick: tuple | None  # ``quick_key`` when the plan was made
+    layout: Layout
+    device: torch.device
+    device_index: int | None
+    transposed: bool
+    allocate: partial  # the output, on the plan's device
+    allocate_here: partial  # the same, where the calling thread's current device is the plan's
+    fast: object  # the direct launch (``direct_launcher``), or None: Triton's own path
+    starts: tuple  # what the kernel reads (``inputs.extents``), for the overlap check on out=
+    ends: tuple
+    out_bytes: int
 
     def accepts(self, out) -> int:
         """``out``'s data pointer where the planned launch may write it; 0 sends the call to the
@@ -508,28 +257,55 @@ class Plan:
 
     def refused(self) -> None:
         """This Triton's launcher takes other arguments; it checks them before launching, so nothing
-        ran. Use Triton's own path from now on."""
-        global _direct_launch
-        _direct_launch = False
-        self.fast = None
+        ran. Triton's own path from now on (``_triton_compat.refused``), this plan replaced by one
+        without the direct launch."""
+        compat.refused()
+        state = self.state_ref()
+        if state is not None and _PLANS.get(id(state)) is self:
+            _PLANS[id(state)] = self._replace(fast=None)
 
 
-def _forgetter(state_id: int):
-    """Weak-reference callback: drops the plan of a state that is being freed."""
+def make_plan(
+    state_ref, key, layout: Layout, device: torch.device, fast, reads, pointers, check=None, quick=None
+) -> Plan:
+    strides = torch.empty(layout.shape, device="meta").stride()
+    # empty_strided costs half of empty here (no layout inference).
+    allocate = partial(torch.empty_strided, layout.shape, strides, dtype=layout.dtype, device=device)
+    allocate_here = allocate
+    here = compat.empty_strided_here()
+    if device.type == "cuda" and here is not None:
+        allocate_here = partial(here, tuple(layout.shape), tuple(strides), layout.dtype)
+    return Plan(
+        state_ref,
+        key,
+        pointers,
+        check if quick is not None else None,
+        quick,
+        layout,
+        device,
+        device.index,
+        layout.transposed,
+        allocate,
+        allocate_here,
+        fast,
+        tuple(start for start, _ in reads),
+        tuple(end for _, end in reads),
+        layout.n_elements * layout.dtype.itemsize,
+    )
+
+
+def _weak_ref(state):
+    """A weak reference that drops the state's plan when it is freed; None where the state can't be
+    weakly referenced (then it gets no plan: a strong one would keep it alive)."""
+    state_id = id(state)
 
     def forget(ref, plans=_PLANS) -> None:  # bound now: module globals may be gone at exit
         plan = plans.get(state_id)
         if plan is not None and plan.state_ref is ref:
             del plans[state_id]
 
-    return forget
-
-
-def _weak_ref(state):
-    """A weak reference that drops the state's plan when it is freed; None where the state can't be
-    weakly referenced (then it gets no plan: a strong one would keep it alive)."""
     try:
-        return weakref.ref(state, _forgetter(id(state)))
+        return weakref.ref(state, forget)
     except TypeError:
         return None
 
@@ -565,7 +341,7 @@ def dequantize(W, quant_state, out):
                 except (AttributeError, RuntimeError):  # not a tensor, or one torch won't read as
                     pointer = 0  # strided (sparse, MKL-DNN, nested): the checked path says what it is
                 if not pointer:
-                    return _checked(packed, state, out)
+                    return _checked(inputs.check(packed, state, out), out)
                 bump_version(out)
             if direct:
                 try:
@@ -576,28 +352,27 @@ def dequantize(W, quant_state, out):
             elif not plan.launch(pointer):
                 launch(tensors_of(packed, state), plan.layout, out)
             return out.t() if plan.transposed else out
-    packed, state = unwrap(W, quant_state)
-    return _checked(packed, state, out)
+    return _checked(inputs.check(W, quant_state, out), out)
 
 
-def _checked(packed: torch.Tensor, state, out):
-    """Every check, then Triton's launch and a plan for the next call. Whatever is wrong raises before
-    anything is written."""
-    tensors, layout = read(packed, state)
-    device = packed.device
-    if out is not None:
-        check_out(out, layout, device)
-    if not all(in_memory(t) for t in tensors if t is not None):
+def _checked(call: Checked, out):
+    """A checked call (``inputs.check``): Triton's launch, and a plan for the next call."""
+    packed, state, tensors, layout, memory = call
+    if not memory:
         # A wrapper subclass, vmap's batched tensors: torch's own ops compute it, exactly.
-        return _by_torch(tensors, layout, out)
+        from .reference import compute_into
+
+        if out is not None:
+            bump_version(out)
+        return compute_into(tensors, layout, out)
     if out is None:
-        out = torch.empty(layout.shape, dtype=layout.dtype, device=device)
+        out = torch.empty(layout.shape, dtype=layout.dtype, device=packed.device)
     else:
-        check_out_memory(out, tensors)
         bump_version(out)
         if out.is_neg():  # write the values, as torch's out= ops do, through a buffer of our own
             buffer = torch.empty_like(out, memory_format=torch.contiguous_format).resolve_neg()
-            _launch_or_empty(tensors, layout, buffer)
+            if layout.n_elements:
+                launch(tensors, layout, buffer)
             with torch.no_grad():
                 out.copy_(buffer)
             return out.t() if layout.transposed else out
@@ -608,27 +383,10 @@ def _checked(packed: torch.Tensor, state, out):
     # A plan's launches assume the alignment this one was compiled for.
     if state_ref is not None and out.data_ptr() % 16 == 0:
         key = key_of(packed, state)
-        fast = direct_launcher(compiled, grid[0], layout, constexprs, kernel_pointers(tensors))
-        check = tensor_guard(packed, state)
+        fast = direct_launcher(compiled, grid, layout, constexprs, kernel_pointers(tensors))
+        guard = tensor_guard(packed, state)
         pointers = state_pointers(tensors)
-        quick = None if check is None else quick_key(packed, state, check, pointers)
-        _PLANS[id(state)] = Plan(state_ref, key, layout, device, fast, extents(tensors), pointers, check, quick)
-    return out.t() if layout.transposed else out
-
-
-def _launch_or_empty(tensors: Tensors4bit, layout: Layout, out: torch.Tensor) -> None:
-    if layout.n_elements:
-        launch(tensors, layout, out)
-
-
-def _by_torch(tensors: Tensors4bit, layout: Layout, out):
-    """The result through torch's ops (``reference.compute``), into ``out`` where given."""
-    from .reference import compute
-
-    result = compute(tensors, layout)
-    if out is None:
-        return result.t() if layout.transposed else result
-    bump_version(out)
-    with torch.no_grad():
-        out.copy_(result)
+        quick = None if guard is None else quick_key(packed, state, guard, pointers)
+        plan = make_plan(state_ref, key, layout, packed.device, fast, extents(tensors), pointers, guard, quick)
+        _PLANS[id(state)] = plan
     return out.t() if layout.transposed else out

@@ -1,8 +1,8 @@
 """Reads a bitsandbytes 4-bit weight and its QuantState into what the kernel needs, checking it all.
 
 Every problem is reported as a ``ValueError`` or ``TypeError`` that names it, before anything is
-written; nothing passed in is modified. This is the slow path: the launch cache
-(``launch_cache.py``) runs it once per weight, and again whenever anything it read has changed.
+written; nothing passed in is modified. This is the slow path: ``inputs.check`` runs it (with the
+``out=`` checks) once per weight, and the launch cache again whenever anything it read has changed.
 
 Decisions a user can see:
 
@@ -38,7 +38,6 @@ Decisions a user can see:
 
 from __future__ import annotations
 
-import bisect
 import functools
 import math
 import numbers
@@ -197,17 +196,6 @@ def _plain(name: str, value: torch.Tensor) -> None:
         raise TypeError(f"nf4kernel: {name} is a {value.layout} tensor; pass a plain (strided) tensor")
 
 
-def in_memory(tensor: torch.Tensor) -> bool:
-    """Whether the tensor has memory of its own the kernel can read: False for a ``__torch_dispatch__``
-    wrapper subclass and for ``torch.vmap``'s batched tensors (torch's ops compute those), whose
-    storage torch refuses to give (a wrapper's ``data_ptr()`` is 0, not an error)."""
-    try:
-        tensor.untyped_storage().data_ptr()
-    except (RuntimeError, NotImplementedError):
-        return False
-    return True
-
-
 def _tensor(state, name, value, dtype, numel, device) -> torch.Tensor:
     if not isinstance(value, torch.Tensor):
         raise TypeError(f"nf4kernel: quant_state.{name} must be a tensor, got {type(value).__name__}")
@@ -236,6 +224,23 @@ def integer(value):
         return operator.index(value)
     except TypeError:
         return None
+
+
+def int_key(value):
+    """A blocksize for a plan's key: an int as it is (one type check); anything else (a numpy or a 0-d
+    torch integer, which can change in place after a plan) read as an int each call. None: not an
+    integer."""
+    return value if type(value) is int else integer(value)
+
+
+def shape_key(shape):
+    """``quant_state.shape`` for a plan's key. bitsandbytes' torch.Size is immutable: kept as it is
+    (one type check). Anything else is copied as ints each call: a list changed in place after the
+    plan was made must not still match it. A size that is no int becomes None, which no plan holds,
+    so the checked path says what it is."""
+    if type(shape) is torch.Size:
+        return shape
+    return tuple(map(integer, shape))
 
 
 def _blocksize(name, value, allowed) -> int:
@@ -377,74 +382,3 @@ def read(packed: torch.Tensor, state) -> tuple[Tensors4bit, Layout]:
         plannable = False
     layout = Layout(shape, state.dtype, blocksize, blocksize2, n_elements, n_blocks, transposed, plannable)
     return tensors, layout
-
-
-def check_out(out: torch.Tensor, layout: Layout, device: torch.device) -> None:
-    """``out=`` must be exactly the buffer the result would have been, writable as torch's ``out=``
-    ops allow. Traceable by Dynamo; ``check_out_memory`` checks what only the real tensor can say."""
-    if not isinstance(out, torch.Tensor):
-        raise TypeError(f"nf4kernel: out must be a tensor, got {type(out).__name__}")
-    # First: torch raises its own RuntimeError on reading a sparse compressed tensor's contiguity or
-    # a nested tensor's shape.
-    _plain("out", out)
-    if out.shape != layout.shape:
-        raise ValueError(f"nf4kernel: out has shape {tuple(out.shape)}, expected {tuple(layout.shape)}")
-    if out.dtype != layout.dtype:
-        raise ValueError(f"nf4kernel: out has dtype {out.dtype}, expected {layout.dtype}")
-    if out.device != device:
-        raise ValueError(f"nf4kernel: out is on {out.device} but W is on {device}")
-    if not out.is_contiguous():
-        raise ValueError("nf4kernel: out must be contiguous")
-    if out.requires_grad and torch.is_grad_enabled():
-        raise ValueError(
-            "nf4kernel: out requires grad; writing into it can't be differentiated (torch's out= ops refuse "
-            "this too): pass an out that does not require grad, or call under torch.no_grad()"
-        )
-
-
-def extents(tensors: Tensors4bit) -> tuple[tuple[int, int], ...]:
-    """The byte ranges ``[start, end)`` the kernel reads, merged and sorted by start (for
-    ``overlaps``). The tensors are contiguous (``read`` checked), so each is one range; data
-    pointers are unique across devices (CUDA's unified addressing puts every device and the host in
-    one address space)."""
-    spans = sorted(_span(t) for t in tensors if t is not None and t.numel())
-    merged: list[list[int]] = []
-    for start, end in spans:
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return tuple((start, end) for start, end in merged)
-
-
-def _span(tensor: torch.Tensor) -> tuple[int, int]:
-    """The bytes ``[start, end)`` of a contiguous tensor."""
-    start = tensor.data_ptr()
-    return start, start + tensor.numel() * tensor.element_size()
-
-
-def overlaps(start: int, end: int, starts: tuple[int, ...], ends: tuple[int, ...]) -> bool:
-    """Whether ``[start, end)`` shares a byte with one of the sorted, disjoint ranges ``starts[i],
-    ends[i]``: only the last range that starts before ``end`` can (one bisection, no loop)."""
-    i = bisect.bisect_left(starts, end) - 1
-    return i >= 0 and ends[i] > start
-
-
-def check_out_memory(out: torch.Tensor, tensors: Tensors4bit) -> None:
-    """What only the real ``out`` can say (Dynamo traces neither): it must share no byte with what
-    the kernel reads (the result would depend on the order in which the kernel's programs run, and
-    an input would be overwritten), and an inference tensor may only be written in inference mode."""
-    if out.is_inference() and not torch.is_inference_mode_enabled():
-        raise ValueError(
-            "nf4kernel: out is an inference tensor, which can only be written inside torch.inference_mode() "
-            "(as for torch's own in-place and out= ops)"
-        )
-    start, end = _span(out)
-    for name, tensor in zip(TENSOR_NAMES, tensors, strict=True):
-        if tensor is not None and tensor.numel() and out.numel():
-            other_start, other_end = _span(tensor)
-            if other_start < end and start < other_end:
-                raise ValueError(
-                    f"nf4kernel: out overlaps {name} in memory; the result would be wrong and {name} overwritten "
-                    "(torch's out= ops refuse this too): pass a separate buffer"
-                )

@@ -35,3 +35,14 @@ def compute(t: Tensors4bit, layout: Layout) -> torch.Tensor:
     block = torch.arange(layout.n_elements, device=codes.device) // layout.blocksize
     values = t.code[nibbles.long()] * absmax[block]
     return values.to(layout.dtype).reshape(layout.shape)
+
+
+def compute_into(t: Tensors4bit, layout: Layout, out: torch.Tensor | None) -> torch.Tensor:
+    """``compute``, written into ``out`` where given (its version bumped by the caller), transposed
+    back where the packing was: the eager path's result for inputs the kernel can't read."""
+    result = compute(t, layout)
+    if out is not None:
+        with torch.no_grad():
+            out.copy_(result)
+        result = out
+    return result.t() if layout.transposed else result

@@ -29,7 +29,7 @@ import torch
 import triton
 
 from . import kernel as K
-from .launch_cache import kernel_arguments
+from .launch import arguments
 from .quant_state import Layout, Tensors4bit
 
 # The GPUs runners have: the seeds' Tesla T4s, A100s, A10s, L4s, and ours (H100 / H200).
@@ -99,7 +99,7 @@ def compile_for(arch: int, layout: Layout, packed_dtype: torch.dtype = torch.uin
     )
     # As a launch on that GPU would: programmatic dependent launch from sm_90 on.
     pdl = arch >= K.PDL_MIN_ARCH
-    _, args, constexprs, options = kernel_arguments(tensors, layout, stand_in(layout.dtype), False, pdl)
+    _, args, constexprs, options = arguments(tensors, layout, stand_in(layout.dtype), False, pdl)
     fn = K.dequantize_4bit_kernel
     target = GPUTarget("cuda", arch, 32)
     backend = make_backend(target)

@@ -6,8 +6,8 @@
 the kernel replayed from a CUDA graph reaches 92 to 94%: the rest is the gap between one kernel's
 last program and the next one's first. The first try (trigger at each program's start, every
 launch PDL) made back-to-back launches 1.8x slower (``benchmarks/results/issue10/
-pdl-bandwidth-probe-h200.txt``) and nobody found out why. This probe times each ``PDL`` mode of the
-kernel (``kernel.PDL_MODES``) with two tiles (the table's, and one with 8x fewer programs: if
+pdl-bandwidth-probe-h200.txt``) and nobody found out why. This probe times each PDL mode (``MODES``)
+with two tiles (the table's, and one with 8x fewer programs: if
 waiting programs cost per program, the second suffers less), launched back to back from the host,
 in interleaved rounds, each mode checked bit-exact first; and, for scale, the same launches
 without PDL, the graph-replayed kernel and ``dequantize(layer)``.
@@ -16,6 +16,11 @@ The tile rows launch through Triton's own path (``kernel[grid](...)``), whose ho
 times a planned call's: on a slow host it barely stays ahead of a 38 us kernel, the queue runs
 shallow, and PDL (which needs the next launch already queued) shows little. ``dequantize(layer)``
 (a planned call) is the row that says what users get (run 19 in ``benchmarks/results/issue10``).
+
+The shipped kernel has modes 0 and 1 (its ``PDL`` constexpr). Modes 2 and 3 trigger the next launch
+earlier; they are probes, not shipped: ``early_trigger_kernel`` here wraps the shipped kernel (called
+with ``PDL=0``, the same work) between its own wait and trigger. Tiles other than the table's are
+built with ``kernel.tile_of`` and launched through ``launch.arguments(..., tile=)``.
 """
 
 from __future__ import annotations
@@ -24,19 +29,82 @@ import argparse
 import statistics
 
 import torch
+import triton
+import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 import nf4kernel
 from harness.core import workload
 from harness.tuning import sweep
 from nf4kernel import kernel as K
-from nf4kernel import launch_cache
+from nf4kernel import launch
+from nf4kernel.kernel import dequantize_4bit_kernel
 from nf4kernel.quant_state import read
+
+# 0 off; 1 wait, the next kernel scheduled as programs exit (what launches use); 2 wait, then let the
+# next kernel be scheduled at once; 3 wait, and let it be scheduled once the program's stores are issued.
+MODES = (0, 1, 2, 3)
+
+
+@triton.jit
+def early_trigger_kernel(
+    packed_ptr,
+    absmax_ptr,
+    code_ptr,
+    code2_ptr,
+    absmax2_ptr,
+    offset_ptr,
+    out_ptr,
+    n_elements,
+    n_blocks,
+    BLOCKSIZE: tl.constexpr,
+    BLOCKSIZE2: tl.constexpr,
+    NESTED: tl.constexpr,
+    ROWS: tl.constexpr,
+    COLS: tl.constexpr,
+    ITERS: tl.constexpr,
+    EVEN: tl.constexpr,
+    WIDE: tl.constexpr,
+    BF16_RNE: tl.constexpr,
+    EVICT: tl.constexpr,
+    PDL: tl.constexpr,  # 2 or 3 (MODES)
+):
+    # The wait the shipped kernel makes under PDL, before any memory access; then its work unchanged.
+    gdc_wait()
+    if PDL == 2:
+        gdc_launch_dependents()
+    dequantize_4bit_kernel(
+        packed_ptr,
+        absmax_ptr,
+        code_ptr,
+        code2_ptr,
+        absmax2_ptr,
+        offset_ptr,
+        out_ptr,
+        n_elements,
+        n_blocks,
+        BLOCKSIZE,
+        BLOCKSIZE2,
+        NESTED,
+        ROWS,
+        COLS,
+        ITERS,
+        EVEN,
+        WIDE,
+        BF16_RNE,
+        EVICT,
+        0,
+    )
+    if PDL == 3:
+        gdc_launch_dependents()
 
 
 def variant(tensors, layout, out, tile: dict, mode: int):
-    grid, args, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, False, mode > 0, **tile)
+    chosen = K.tile_of(layout.blocksize, layout.dtype.itemsize, **tile)
+    grid, args, constexprs, options = launch.arguments(tensors, layout, out, False, mode > 0, tile=chosen)
     constexprs["PDL"] = mode
-    return lambda: K.dequantize_4bit_kernel[grid](*args, **constexprs, **options)
+    kernel = early_trigger_kernel if mode > K.PDL_MODE else dequantize_4bit_kernel
+    return lambda: kernel[grid](*args, **constexprs, **options)
 
 
 def main(argv=None) -> int:
@@ -63,14 +131,14 @@ def main(argv=None) -> int:
     }
     runs = {}
     for tile_name, tile in tiles.items():
-        for mode in K.PDL_MODES if tile_name in ("table tile", "8x fewer programs") else (0, K.PDL_MODE):
+        for mode in MODES if tile_name in ("table tile", "8x fewer programs") else (0, K.PDL_MODE):
             launch = variant(tensors, layout, out, tile, mode)
             out.fill_(float("nan"))
             launch()
             if not torch.equal(out, expected):
                 raise SystemExit(f"{tile_name}, PDL {mode}: not bit-exact")
             runs[f"{tile_name}, PDL {mode}"] = launch
-    pdl = launch_cache._pdl_on(torch.cuda.current_device())
+    pdl = launch.pdl_on(torch.cuda.current_device())
     runs[f"dequantize(layer), PDL {K.PDL_MODE if pdl else 0}"] = lambda: nf4kernel.dequantize(layer)
     graph = sweep.graphed(variant(tensors, layout, out, tiles["table tile"], 0))
     times = {name: [] for name in runs}

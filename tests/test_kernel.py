@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from nf4kernel import kernel as K
-from nf4kernel import launch_cache
+from nf4kernel import launch
 from nf4kernel.kernel import packed_bytes, tile_indices
 from nf4kernel.quant_state import Layout
 
@@ -76,7 +76,7 @@ def _expected(program, n_elements, n_blocks, t, constexprs):
 def test_index_arithmetic_at_the_int32_edges(n_elements, blocksize, dtype, interpreted):
     n_blocks = -(-n_elements // blocksize)
     layout = Layout(torch.Size([n_elements]), dtype, blocksize, 0, n_elements, n_blocks, False)
-    grid, t, constexprs = launch_cache.launch_geometry(layout, interpreted)
+    grid, t, constexprs = launch.geometry(layout, interpreted)
     # The grid covers the weight, and 64-bit offsets are used where an int32 one could wrap.
     assert grid[0] * 2 * t.bytes >= n_elements
     assert constexprs["WIDE"] == (grid[0] * 2 * t.bytes - 1 >= 2**31 - 1)

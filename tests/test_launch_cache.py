@@ -7,35 +7,38 @@ import contextlib
 import copy
 import gc
 import re
+import subprocess
+import sys
 import threading
 import weakref
+from pathlib import Path
 
 import pytest
 import torch
-from conftest import HAS_CUDA, bnb_dequantize, get_field, make_weight, set_field
+from conftest import HAS_CUDA, bnb_dequantize, child_env, get_field, make_weight, set_field
 
 import nf4kernel
+from nf4kernel import _triton_compat, inputs, launch, launch_cache
 from nf4kernel import kernel as K
-from nf4kernel import launch_cache
 
 
-def _counted(monkeypatch, name: str) -> list:
-    """The arguments of every call of ``launch_cache.<name>`` from now on (until the test ends)."""
+def _counted(monkeypatch, module, name: str) -> list:
+    """The arguments of every call of ``module.<name>`` from now on (until the test ends)."""
     calls = []
-    original = getattr(launch_cache, name)
+    original = getattr(module, name)
 
     def counting(*args):
         calls.append(args)
         return original(*args)
 
-    monkeypatch.setattr(launch_cache, name, counting)
+    monkeypatch.setattr(module, name, counting)
     return calls
 
 
 @pytest.fixture
 def checked_calls(monkeypatch):
     """How many calls took the checked (planning) path."""
-    return _counted(monkeypatch, "read")
+    return _counted(monkeypatch, inputs, "read")  # the checked path's state reader
 
 
 @pytest.fixture(params=["quick key", "whole key"])
@@ -43,8 +46,8 @@ def keys(request, monkeypatch):
     """Plans made with the quick key (dynamo's tensor check, where torch has it), or with whole keys
     only (a torch without it): every case below must be seen either way."""
     if request.param == "whole key":
-        monkeypatch.setattr(launch_cache, "_TensorGuards", None)
-    elif launch_cache._TensorGuards is None:
+        monkeypatch.setattr(_triton_compat, "DISABLED", {"tensor_guards"})
+    elif _triton_compat.tensor_guards() is None:
         pytest.skip("this torch has no torch._C._dynamo.guards.TensorGuards: plans compare whole keys")
     return request.param
 
@@ -53,7 +56,7 @@ def keys(request, monkeypatch):
 def whole_keys(monkeypatch):
     """How many times the whole key was read: once where a plan is made, then by a planned call
     whose quick key is missing or fails."""
-    return _counted(monkeypatch, "key_of")
+    return _counted(monkeypatch, launch_cache, "key_of")
 
 
 def test_repeated_calls_reuse_the_plan(device, checked_calls):
@@ -197,7 +200,7 @@ def test_pdl_from_sm_90_on_unless_turned_off(monkeypatch):
     tensors, layout = read(*make_weight((64, 128)))
     out = torch.empty(layout.shape, dtype=layout.dtype)
     for pdl in (False, True):
-        _, _, constexprs, options = launch_cache.kernel_arguments(tensors, layout, out, False, pdl)
+        _, _, constexprs, options = launch.arguments(tensors, layout, out, False, pdl)
         assert constexprs["PDL"] == (K.PDL_MODE if pdl else 0)
         assert options.get("launch_pdl", False) is pdl
 
@@ -210,7 +213,7 @@ def test_back_to_back_launches_read_what_the_kernel_before_wrote(monkeypatch, pd
     # it before touching memory. Here torch kernels rewrite the weight and our output between our
     # launches, with no synchronize, and every result must be the weight's as it was at that point.
     monkeypatch.setenv(K.PDL_ENV, pdl)
-    launch_cache._pdl_on.cache_clear()
+    launch.pdl_on.cache_clear()
     try:
         weights = [make_weight((4096, 4096), torch.bfloat16, device="cuda", seed=s) for s in range(3)]
         packed = weights[0][0].clone()
@@ -234,11 +237,11 @@ def test_back_to_back_launches_read_what_the_kernel_before_wrote(monkeypatch, pd
             results.append(nf4kernel.dequantize(packed, state))
         torch.cuda.synchronize()
         assert launch_cache._PLANS[id(state)] is plan  # every call after the first was planned
-        assert launch_cache._pdl_on(torch.cuda.current_device()) is uses_pdl
+        assert launch.pdl_on(torch.cuda.current_device()) is uses_pdl
         for i in range(30):
             assert torch.equal(results[2 * i], expected[i % 3]) and torch.equal(results[2 * i + 1], expected[i % 3])
     finally:
-        launch_cache._pdl_on.cache_clear()
+        launch.pdl_on.cache_clear()
 
 
 @pytest.mark.gpu
@@ -247,8 +250,8 @@ def test_back_to_back_launches_read_what_the_kernel_before_wrote(monkeypatch, pd
 def test_every_planned_launch_path_is_exact(monkeypatch, path):
     # The direct C call (Triton 3.6), CompiledKernel.run (other Triton versions) and Triton's own
     # launch (direct launch refused, or launch hooks set) must all give the same bits.
-    monkeypatch.setattr(launch_cache, "_C_LAUNCH_LAYOUT", path == "c-launcher")
-    monkeypatch.setattr(launch_cache, "_direct_launch", path != "triton-jit")
+    monkeypatch.setattr(_triton_compat, "_C_LAUNCH_LAYOUT", path == "c-launcher")
+    monkeypatch.setattr(_triton_compat, "DISABLED", set() if path != "triton-jit" else {"direct_launch"})
     for nested in (False, True):
         packed, state = make_weight((1024, 4096 + 32), nested=nested, device="cuda")
         expected = bnb_dequantize(packed, state)
@@ -270,16 +273,16 @@ def test_a_cuda_plan_allocates_with_inductors_allocator_where_torch_has_it(monke
     def fake(*args):  # stands in for torch._C._dynamo.guards._empty_strided_cuda
         raise AssertionError("nothing is allocated here")
 
-    monkeypatch.setattr(launch_cache, "_empty_strided_here", fake if inductor else None)
+    monkeypatch.setattr(_triton_compat, "_empty_strided_cuda", fake if inductor else None)
     layout = Layout(torch.Size((48, 64)), torch.bfloat16, 64, 256, 48 * 64, 48, False)
-    cuda = launch_cache.Plan(None, (), layout, torch.device("cuda", 0), None, (), ())
+    cuda = launch_cache.make_plan(None, (), layout, torch.device("cuda", 0), None, (), ())
     assert cuda.allocate.func is torch.empty_strided and cuda.allocate.keywords["device"] == torch.device("cuda", 0)
     if inductor:
         assert cuda.allocate_here.func is fake
         assert cuda.allocate_here.args == ((48, 64), (64, 1), torch.bfloat16)
     else:
         assert cuda.allocate_here is cuda.allocate
-    cpu = launch_cache.Plan(None, (), layout, torch.device("cpu"), None, (), ())
+    cpu = launch_cache.make_plan(None, (), layout, torch.device("cpu"), None, (), ())
     assert cpu.allocate_here is cpu.allocate
 
 
@@ -295,7 +298,7 @@ def test_a_planned_output_is_the_tensor_torch_empty_would_give(mode):
     plan = launch_cache._PLANS[id(state)]
     allocations = []
     allocate_here = plan.allocate_here
-    plan.allocate_here = lambda: allocations.append(1) or allocate_here()
+    launch_cache._PLANS[id(state)] = plan._replace(allocate_here=lambda: allocations.append(1) or allocate_here())
     context = {"grad": contextlib.nullcontext, "no_grad": torch.no_grad, "inference_mode": torch.inference_mode}[mode]
     with context():
         got = nf4kernel.dequantize(packed, state)
@@ -341,6 +344,39 @@ def test_triton_launch_hooks_still_see_planned_launches():
     finally:
         hook.remove(seen.append)
     assert len(seen) == 2
+
+
+# Run in a child Python: every private handle off before nf4kernel's API is imported (some are read
+# then), three calls of one weight (checked, then planned), each result saved for the parent to judge.
+WITHOUT_HANDLES = """
+import sys, torch
+sys.path.insert(0, sys.argv[1])
+from conftest import make_weight
+from nf4kernel import _triton_compat
+_triton_compat.disable(*_triton_compat.HANDLES)
+import nf4kernel
+from nf4kernel import launch_cache
+packed, state = make_weight((32, 64), nested={nested})
+results = [nf4kernel.dequantize(packed, state) for _ in range(3)]
+plan = launch_cache._PLANS[id(state)]
+assert plan.check is None and plan.fast is None, plan
+torch.save(results, sys.argv[2])
+"""
+
+
+@pytest.mark.parametrize("nested", [False, True], ids=["absmax-fp32", "absmax-nested"])
+def test_every_private_handle_can_be_turned_off_and_calls_stay_exact(tmp_path, nested):
+    # _triton_compat's handles are speed-ups only: each one's refusal path gives the same bits.
+    with pytest.raises(ValueError, match="no such handle"):
+        _triton_compat.disable("no_such_handle")
+    assert set(_triton_compat.available()) == set(_triton_compat.HANDLES)
+    saved = tmp_path / "results.pt"
+    script = WITHOUT_HANDLES.format(nested=nested)
+    command = [sys.executable, "-c", script, str(Path(__file__).parent), str(saved)]
+    done = subprocess.run(command, capture_output=True, text=True, env=child_env(), timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = bnb_dequantize(*make_weight((32, 64), nested=nested))
+    assert all(torch.equal(got, expected) for got in torch.load(saved))
 
 
 # --- A plan is valid only for exactly what the checks accepted --------------------------------------
@@ -472,7 +508,7 @@ def test_the_key_holds_the_pointers_of_the_callers_tensors(device):
 
 
 def test_a_plan_checks_tensors_in_one_cpp_call_where_torch_has_it(device, checked_calls, whole_keys):
-    if launch_cache._TensorGuards is None:
+    if _triton_compat.tensor_guards() is None:
         pytest.skip("this torch has no torch._C._dynamo.guards.TensorGuards")
     for nested in (False, True):
         packed, state = make_weight((32, 64), device=device, nested=nested)
@@ -491,7 +527,7 @@ def test_a_plan_checks_tensors_in_one_cpp_call_where_torch_has_it(device, checke
 def test_a_call_under_another_mode_keeps_the_plan_and_is_quick_again(device, checked_calls, whole_keys):
     # Inference mode (like autocast) changes the dispatch keys the tensor check compares: the first
     # such call reads the whole key, which still matches, and re-makes the check for this mode.
-    if launch_cache._TensorGuards is None:
+    if _triton_compat.tensor_guards() is None:
         pytest.skip("this torch has no torch._C._dynamo.guards.TensorGuards")
     packed, state = make_weight((32, 64), device=device)
     expected = bnb_dequantize(packed, state)
@@ -509,7 +545,7 @@ def test_a_tensor_check_torch_refuses_leaves_whole_keys(device, monkeypatch, che
     def refuse(*tensors, **kwargs):
         raise RuntimeError("a torch whose TensorGuards takes other arguments")
 
-    monkeypatch.setattr(launch_cache, "_TensorGuards", refuse)
+    monkeypatch.setattr(_triton_compat, "_TensorGuards", refuse)
     packed, state = make_weight((32, 64), device=device)
     expected = bnb_dequantize(packed, state)
     for _ in range(3):
@@ -617,7 +653,7 @@ def test_the_compiled_ops_kernel_is_shared_only_where_triton_would_compile_the_s
     """``launch_for_op`` reuses a compiled kernel for every call with the same ``op_key``: weights of
     one layout at other addresses share it; another storage dtype, a buffer off 16-byte alignment or
     another layout must not (Triton specializes on each)."""
-    from nf4kernel.launch_cache import kernel_pointers, op_key
+    from nf4kernel.launch import kernel_pointers, op_key
     from nf4kernel.quant_state import read
 
     def key(packed, state, out=None):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from nf4kernel import kernel as K
-from nf4kernel import launch_cache, targets
+from nf4kernel import launch, targets
 
 FORMAT_IDS = [
     f"{str(f.dtype)[6:]}-{'nested' if f.nested else 'flat'}-{'even' if f.even else 'odd'}" for f in targets.FORMATS
@@ -24,7 +24,7 @@ def test_compiles_for_every_target(fresh_triton_cache, arch, variant, fmt):
     assert compiled.asm["cubin"], "ptxas produced no cubin"
     assert f".target sm_{arch}" in compiled.asm["ptx"]
     # Compiled as a launch of that layout would: its tile's warps, fp fusion off (bit-exactness).
-    _, tile, _ = launch_cache.launch_geometry(layout, interpreted=False)
+    _, tile, _ = launch.geometry(layout, interpreted=False)
     assert compiled.metadata.num_warps == tile.num_warps
     assert compiled.metadata.enable_fp_fusion is False
     assert "fma.rn.f32" not in compiled.asm["ptx"]
@@ -35,7 +35,7 @@ def test_compiles_for_every_target(fresh_triton_cache, arch, variant, fmt):
 
 def test_the_matrix_covers_every_tile_row_wide_offsets_and_blocksizes():
     layouts = [targets.layout_for(fmt, variant) for variant, fmt in enumerate(targets.FORMATS)]
-    geometry = [launch_cache.launch_geometry(layout, interpreted=False) for layout in layouts]
+    geometry = [launch.geometry(layout, interpreted=False) for layout in layouts]
     table = K.gpu_tiles()
     rows = {next(i for i, row in enumerate(table) if (layout.n_elements + 1) // 2 >= row[0]) for layout in layouts}
     assert rows == set(range(len(table)))
