@@ -41,13 +41,13 @@ def record(ours_s: float, theirs_s: float, rounds: int = 5, noise: float = 0.0, 
 
 # --- The committed H200 runs, and records derived from them ---------------------------------------
 
-RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
-COMMITTED_RUNS = range(1, 6)  # benchmarks/results/gate-h200-run{1..5}.json: one commit, five gate runs
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures"
+COMMITTED_RUNS = range(1, 6)  # tests/fixtures/gate/h200-five-runs/gate-h200-run{1..5}.json: one commit, five gate runs
 
 
 def committed(run: int) -> dict:
     """A gate record measured on an H200 (before issue 10: no GPU states, no interval)."""
-    return json.loads((RESULTS / f"gate-h200-run{run}.json").read_text())
+    return json.loads((FIXTURES / "gate" / "h200-five-runs" / f"gate-h200-run{run}.json").read_text())
 
 
 def scaled(recorded: dict, factor: float, name: str = "nf4kernel", shapes=None) -> dict:
@@ -101,7 +101,7 @@ SAME_KERNEL = changepoint_power.SAME_KERNEL_H200
 KERNEL_TIME = "gpu.KernelTime.track_kernel_time"
 
 
-REGRESSION_RUNS = RESULTS / "asv-h200" / "regression-results" / "h200"  # b543b026, and its 2x plant 21cb5f2f
+REGRESSION_RUNS = FIXTURES / "asv" / "h200-regression-results" / "h200"  # b543b026, and its 2x plant 21cb5f2f
 
 
 def history_run(commit: str, folder: Path = HISTORY) -> dict:
@@ -159,7 +159,7 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 
-H100_LADDER = RESULTS / "regression-power" / "h100"  # harness.tuning.power on an H100: a859f84, then 637a7c4
+H100_LADDER = FIXTURES / "power-h100"  # harness.tuning.power on an H100: a859f84, then 637a7c4
 
 
 def h100_ladder(plant: str) -> dict:

@@ -43,7 +43,7 @@ from harness.regression import paired_rounds
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "benchmarks" / "history" / "h200"
-AA_RECORD = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa" / "aa.json"
+AA_RECORD = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "aa.json"
 
 # The fixtures a test takes (its working directory, a stand-in) hold for every example alike.
 BOUNDED = settings(

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORDED_GATE = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa" / "planted-base.json"
+RECORDED_GATE = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "planted-base.json"
 NO_GPU = "no CUDA GPU"
 GATE_NO_GPU = "sees no CUDA GPU"
 REHEARSE_NO_GPU = "no NVIDIA GPU here"
@@ -121,10 +121,10 @@ DOCUMENTED = [
     ),
     # The committed H100 records: the report reads them and writes nothing.
     Documented(
-        "python -m harness.tuning.power report --out benchmarks/results/regression-power/h100",
+        "python -m harness.tuning.power report --out tests/fixtures/power-h100",
         0,
         "| gate plant |",
-        "python -m harness.tuning.power report --out {root}/benchmarks/results/regression-power/h100",
+        "python -m harness.tuning.power report --out {root}/tests/fixtures/power-h100",
         also=("python -m harness.tuning.power report --out DIR",),
     ),
     Documented(

@@ -217,7 +217,9 @@ def file_references(page: Path) -> list[tuple[int, str]]:
                 or text[token.end() : token.end() + 1] == "("
             ):
                 continue  # not in the repository, or a call such as nf4kernel.patch()
-            if "/" in name and name.split("/", 1)[0] in folders:
+            if name.partition(":")[0] in EVIDENCE_BRANCHES and ":" in name:
+                found.append((at, name))  # a file of another branch, as git names it
+            elif "/" in name and name.split("/", 1)[0] in folders:
                 found.append((at, name))
             elif "/" in name and FILE_NAME.fullmatch(name.rsplit("/", 1)[1]) and not made_at_run_time(name):
                 found.append((at, name))  # a file in a folder the repository lacks: shared/x.sh, say
@@ -252,9 +254,29 @@ def made_at_run_time(name: str) -> bool:
     return subprocess.run(["git", "check-ignore", "-q", first], cwd=ROOT).returncode == 0
 
 
+# Branches that hold evidence off the code branch (benchmarks/README.md). A page names their files as
+# git does, ``results:benchmarks/results/...``: checked where this clone has the branch (a clone of
+# main alone, as CI's may be, can't see it, and the name passes unchecked).
+EVIDENCE_BRANCHES = ("results", "asv-results")
+
+
+def on_branch_problem(branch: str, path: str) -> str | None:
+    def git(*args: str) -> bool:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True).returncode == 0
+
+    if not git("rev-parse", "--verify", "-q", f"refs/heads/{branch}"):
+        return None
+    path = path.rstrip("/")
+    return None if git("cat-file", "-e", f"{branch}:{path}") else f"`{branch}:{path}` is not on the {branch} branch"
+
+
 def reference_problem(name: str) -> str | None:
     """What is wrong with a path a page names: a file or folder, a test (``file.py::test_x``) or a
-    module's function (``benchmarks/_kernel_samples.warm_up``), which its file must define."""
+    module's function (``benchmarks/_kernel_samples.warm_up``), which its file must define; or a file
+    of an evidence branch (``results:benchmarks/results/...``), which that branch must hold."""
+    branch, colon, on_branch = name.partition(":")
+    if colon and branch in EVIDENCE_BRANCHES:
+        return on_branch_problem(branch, on_branch)
     if "/" in name:
         path, _, function = name.partition("::")
         module, _, attribute = path.rpartition(".")

@@ -210,7 +210,7 @@ def test_measure_only_without_a_gpu_exits_4_and_records_why(tmp_path):
 
 @pytest.mark.parametrize("kind", ["missing", "a-directory"])
 def test_a_baseline_that_is_not_a_record_fails_closed(tmp_path, kind, capsys):
-    recorded = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa" / "planted-base.json"
+    recorded = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "planted-base.json"
     baseline = tmp_path / "base-gate.json"
     if kind == "a-directory":
         baseline.mkdir()

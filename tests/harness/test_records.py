@@ -14,7 +14,7 @@ import recorded
 from harness.core import records
 
 ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results"
+FIXTURES = ROOT / "tests" / "fixtures"
 
 
 def committed_json(pattern: str) -> list[Path]:
@@ -37,10 +37,13 @@ def is_gate_record(data) -> bool:
     return isinstance(data, dict) and "environment" in data and ("seconds" in data or "correctness" in data)
 
 
-GATE_RECORDS = [p for p in committed_json("benchmarks/results/**/*.json*") if is_gate_record(loaded(p))]
-REGRESSION_RECORDS = [p for p in committed_json("benchmarks/results/**/*.json*") if "passes" in loaded(p)]
-ASV_RESULTS = [p for p in committed_json("benchmarks/**/*.json") if "result_columns" in loaded(p)]
-MACHINES = committed_json("benchmarks/**/machine.json")
+# The records on main: the committed history (benchmarks/history) and the test fixtures (tests/fixtures);
+# every other measured file is on the results branch (benchmarks/README.md).
+GATE_RECORDS = [p for p in committed_json("tests/fixtures/**/*.json*") if is_gate_record(loaded(p))]
+REGRESSION_RECORDS = [p for p in committed_json("tests/fixtures/**/*.json*") if "passes" in loaded(p)]
+ASV_FILES = committed_json("benchmarks/**/*.json") + committed_json("tests/fixtures/**/*.json")
+ASV_RESULTS = [p for p in ASV_FILES if p.name.endswith(".json") and "result_columns" in loaded(p)]
+MACHINES = [p for p in ASV_FILES if p.name == "machine.json"]
 
 
 def test_there_are_committed_records_of_every_kind():
@@ -49,7 +52,7 @@ def test_there_are_committed_records_of_every_kind():
     assert len(ASV_RESULTS) >= 19 and len(MACHINES) >= 2
 
 
-@pytest.mark.parametrize("path", GATE_RECORDS, ids=lambda p: str(p.relative_to(RESULTS)))
+@pytest.mark.parametrize("path", GATE_RECORDS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_every_committed_gate_record_passes(path):
     records.check_gate(loaded(path), path.name)
 
@@ -153,7 +156,7 @@ def test_what_a_record_requires_follows_how_far_its_run_got():
 
 
 def test_an_aa_record_needs_its_two_slots():
-    aa = load(RESULTS / "issue10" / "planted-and-aa" / "aa.json")
+    aa = load(FIXTURES / "gate" / "issue10" / "planted-and-aa" / "aa.json")
     records.check_gate(aa)
     del aa["seconds"]["B"]
     assert "seconds.B: missing" in refusal(records.check_gate, aa)

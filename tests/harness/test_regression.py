@@ -204,7 +204,7 @@ def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path
     assert all(len(s) == 5 for rnd in first["rounds"] for side in ("base", "head") for s in rnd[side].values())
 
 
-# --- Every call's time as an H100 recorded it (benchmarks/results/regression-power/h100) -----------
+# --- Every call's time as an H100 recorded it (tests/fixtures/power-h100) -----------
 
 
 def test_a_recorded_h100_slowdown_confined_to_the_large_weights_is_called(tmp_path, capsys):

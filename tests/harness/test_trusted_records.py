@@ -17,7 +17,7 @@ from harness.core import kernel_source, records
 from harness.gate import sandboxed as gate_sandbox
 
 ROOT = Path(__file__).resolve().parents[2]
-RECORD = ROOT / "benchmarks" / "results" / "issue10" / "planted-and-aa" / "planted-base.json"  # one H200 run
+RECORD = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "planted-base.json"  # one H200 run
 COMMIT = "c" * 40
 
 
