@@ -577,7 +577,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     """Each check on a page made to break it: the reader must see what it guards."""
     page = ROOT / "docs" / "a-page-that-is-never-written.md"
     text = (
-        "# A page\n\nSee [the gate](speed-gate.md#the-decision-harnessdecisionpy), [gone](no-such.md),\n"
+        "# A page\n\nSee [the gate](speed-gate.md#the-decision-harnessgatedecisionpy), [gone](no-such.md),\n"
         '[no anchor](speed-gate.md#no-such-section), https://exa mple, and README, "No such heading".\n'
         "`harness/gate/cli.py`, `harness/no_such.py`, `gpu.yml`, `no-such.yml` and `python -m harness.gate --aa`.\n\n"
         "```bash\npython3 -m nox --no-venv -s rehearse -- noop|slow  # or: python -m harness.github.rehearse SCENARIO\n"
@@ -586,12 +586,12 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     assert [block.lang for block in blocks(text)] == [None, "bash"]
     (tmp_path / "page.md").write_text(text)
     assert [target for _, target in links(tmp_path / "page.md")] == [
-        "speed-gate.md#the-decision-harnessdecisionpy",
+        "speed-gate.md#the-decision-harnessgatedecisionpy",
         "no-such.md",
         "speed-gate.md#no-such-section",
         "https://exa",
     ]
-    problems = [link_problem(page, t) for t in ("speed-gate.md#the-decision-harnessdecisionpy", "no-such.md")]
+    problems = [link_problem(page, t) for t in ("speed-gate.md#the-decision-harnessgatedecisionpy", "no-such.md")]
     assert problems[0] is None and "not in the repository" in problems[1]
     assert "no heading #no-such-section" in link_problem(page, "speed-gate.md#no-such-section")
     assert "not a well-formed" in link_problem(page, "https://exa mple")
