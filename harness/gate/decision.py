@@ -14,23 +14,26 @@ the bound. With a base commit's record, the PR also fails when its speed-up drop
 from __future__ import annotations
 
 import math
-import random
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.core import records
+from harness.core import records, stats
 
 DEFAULT_THRESHOLD = 1.15  # nf4kernel must be at least this many times as fast as Unsloth (median)
 MIN_ROUNDS = 5
 DEFAULT_MAX_ROUNDS = 15  # where the gate stops adding rounds to an inconclusive interval
 DEFAULT_MAX_DROP = 0.10  # the most the speed-up may fall from the base commit's, with confidence
 
-# The bootstrap: a percentile interval of the median over rounds. Fixed seed, so the same record
-# always gives the same interval (a replay reproduces the verdict); 10000 resamples put the 2.5% and
-# 97.5% points within a fraction of a percent of where more would. Rounds are resampled whole: the
-# two implementations in one round share its clocks and heat, and the ratio keeps that pairing.
-CI_LEVEL = 0.95
+# The bootstrap (``harness/core/stats.py``): a percentile interval of the median over rounds. A
+# fixed seed, so the same record always gives the same interval (a replay reproduces the verdict);
+# 10000 resamples put the 2.5% and 97.5% points within a fraction of a percent of where more would.
+# The gate keeps its own stream (``stats.python_stream``, Python's ``random.Random(10)``, as it drew
+# before the harness had one bootstrap) and takes each end as a draw (``between_draws=False``): every
+# gate record committed or kept by a workflow replays to the interval it was decided with. Rounds are
+# resampled whole: the two implementations in one round share its clocks and heat, and the ratio keeps
+# that pairing.
+CI_LEVEL = stats.CI_LEVEL
 RESAMPLES = 10_000
 SEED = 10
 
@@ -80,12 +83,11 @@ def bootstrap_interval(
     """The percentile bootstrap interval of ``statistic`` over ``samples``: resample with
     replacement (``size`` values each time, by default as many as there are), take the statistic
     each time, cut ``(1 - level) / 2`` off each end."""
-    samples = _checked_samples(samples, "samples")
-    rng = random.Random(seed)
-    n = len(samples) if size is None else size
-    if n < 1:
-        raise ValueError(f"a resample needs at least one value, not {size!r}")
-    return _percentiles([statistic(rng.choices(samples, k=n)) for _ in range(resamples)], level)
+    stats.checked(samples)
+    stats.checked_level(level)
+    statistic = None if statistic is statistics.median else statistic  # the median: numpy's, the same values
+    draws = stats.medians(samples, stats.python_stream(seed), resamples, size, statistic)
+    return stats.percentile_interval(draws, level, between_draws=False)
 
 
 def ratio_interval(
@@ -97,30 +99,11 @@ def ratio_interval(
 ) -> tuple[float, float]:
     """The bootstrap interval of median(candidate) / median(baseline), the two resampled
     independently (two runs of the gate, whose rounds have nothing to pair them)."""
-    candidate, baseline = _checked_samples(candidate, "candidate"), _checked_samples(baseline, "baseline")
-    rng = random.Random(seed)
-    n, m, median = len(candidate), len(baseline), statistics.median
-    draws = [median(rng.choices(candidate, k=n)) / median(rng.choices(baseline, k=m)) for _ in range(resamples)]
-    return _percentiles(draws, level)
-
-
-def _checked_samples(samples, what: str) -> list[float]:
-    samples = list(samples)
-    if not samples:
-        raise ValueError(f"a bootstrap needs at least one value in {what}")
-    if not all(isinstance(v, int | float) and math.isfinite(v) for v in samples):
-        raise ValueError(f"{what} must be finite numbers: {samples!r}")
-    return samples
-
-
-def _percentiles(draws: list[float], level: float) -> tuple[float, float]:
-    if not 0 < level < 1:
-        raise ValueError(f"a confidence level is between 0 and 1, not {level!r}")
-    draws.sort()
-    tail = (1 - level) / 2
-    low = draws[math.floor(tail * len(draws))]
-    high = draws[max(math.ceil((1 - tail) * len(draws)) - 1, 0)]
-    return low, high
+    stats.checked(candidate, "candidate")
+    stats.checked(baseline, "baseline")
+    stats.checked_level(level)
+    draws = stats.ratios_of_medians(candidate, baseline, stats.python_stream(seed), resamples)
+    return stats.percentile_interval(draws, level, between_draws=False)
 
 
 def straddles(interval: tuple[float, float], threshold: float) -> bool:

@@ -11,22 +11,12 @@ Pure, so it is tested on recorded-shaped data.
 
 from __future__ import annotations
 
-import statistics
-
+from harness.core import stats
 from harness.gate import decision
 from harness.gate import table as gate_table
 
 A, B = "A", "B"  # the two slots of the same nf4kernel.dequantize
 MODE = "aa"  # record["mode"]: how --replay tells an A/A record from a gate record
-
-
-def _spread(ratios: list[float]) -> dict:
-    return {
-        "median": statistics.median(ratios),
-        "min": min(ratios),
-        "max": max(ratios),
-        "largest_deviation": max(abs(r - 1) for r in ratios),
-    }
 
 
 def report(record: dict) -> dict:
@@ -39,13 +29,14 @@ def report(record: dict) -> dict:
     rounds = decision.round_ratios(record, baseline=B, candidate=A)
     pairs = list(zip(record["seconds"][B], record["seconds"][A], strict=True))
     labels = [s["label"] for s in record.get("shapes", [])] or [f"shape {i + 1}" for i in range(len(pairs[0][0]))]
-    shapes = [{"label": label, **_spread([b[i] / a[i] for b, a in pairs])} for i, label in enumerate(labels)]
+    shapes = [{"label": label, **stats.spread([b[i] / a[i] for b, a in pairs])} for i, label in enumerate(labels)]
+    # The gate's own bootstrap (its stream, resamples and ends): the noise floor is that of its decision.
     low, high = decision.bootstrap_interval(rounds)
     first_low, first_high = decision.bootstrap_interval(rounds, size=decision.MIN_ROUNDS)
     return {
         "rounds": len(rounds),
         "round_ratios": rounds,
-        "whole_round": {**_spread(rounds), "ci_low": low, "ci_high": high},
+        "whole_round": {**stats.spread(rounds), "ci_low": low, "ci_high": high},
         "median_of_min_rounds": {"rounds": decision.MIN_ROUNDS, "ci_low": first_low, "ci_high": first_high},
         "noise_floor": max(abs(first_low - 1), abs(first_high - 1)),
         "shapes": shapes,
@@ -79,9 +70,9 @@ def text(record: dict, found: dict, threshold: float = decision.DEFAULT_THRESHOL
         lines.append(f"{len(marked)} of {found['rounds']} rounds were taken while the GPU throttled: marked *")
     floor = found["noise_floor"]
     lines += [
-        f"median of all {found['rounds']} rounds: {whole['median']:.4f}, {decision.CI_LEVEL:.0%} interval "
+        f"median of all {found['rounds']} rounds: {whole['median']:.4f}, {stats.CI_LEVEL:.0%} interval "
         f"{whole['ci_low']:.4f} to {whole['ci_high']:.4f}",
-        f"median of {first['rounds']} rounds (where the gate starts): {decision.CI_LEVEL:.0%} interval "
+        f"median of {first['rounds']} rounds (where the gate starts): {stats.CI_LEVEL:.0%} interval "
         f"{first['ci_low']:.4f} to {first['ci_high']:.4f}",
         f"noise floor: {floor:.1%}. A speed-up threshold needs a margin above {floor:.1%} to be decided from noise "
         f"(at {threshold:.2f}x: noise alone rarely fails a true {threshold * (1 + floor):.3f}x or passes a true "

@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from harness.core import records
+from harness.core import records, stats
 
 # Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
 # suite, the weights that dominate a real model's time.
@@ -55,8 +55,14 @@ LARGE_BYTES = 16 * 2**20
 
 DEFAULT_MIN_CHANGE = 0.05  # one result: slower by more than 5%, beyond its noise
 DEFAULT_MIN_GROUP_CHANGE = 0.02  # a group's geometric mean: slower by more than 2%, beyond its noise
-CI_LEVEL = 0.95
-RESAMPLES = 2000  # the interval's ends move by well under 0.5% between seeds at this count
+# The bootstrap (``harness/core/stats.py``), two-level: fewer resamples than the gate's 10000, as
+# each result resamples every round's calls on both sides (rounds x 2 x resamples medians a result);
+# the interval's ends move by well under 0.5% between seeds at this count. The seed is the rule's own:
+# each result's stream is seeded by [SEED, crc32(its name)], so a result's interval does not depend on
+# which other results were measured, and the rounds' joint resampling by [SEED, rounds]. Each end is
+# interpolated between draws (``stats.percentile_interval``'s default), as every recorded reading was.
+CI_LEVEL = stats.CI_LEVEL
+RESAMPLES = 2000
 SEED = 21
 
 SLOWER, FASTER, UNCHANGED, OPEN = "slower", "faster", "unchanged", "open"
@@ -138,21 +144,6 @@ def check_record(record: dict, what: str = "the paired record") -> list[str]:
     return sorted(keys)
 
 
-def _medians_resampled(samples: list[float], rng: np.random.Generator, resamples: int) -> np.ndarray:
-    """``resamples`` medians of the samples resampled with replacement."""
-    values = np.asarray(samples, dtype=np.float64)
-    if len(values) == 1:
-        return np.full(resamples, values[0])
-    picks = rng.integers(0, len(values), size=(resamples, len(values)))
-    return np.median(values[picks], axis=1)
-
-
-def _percentiles(draws: np.ndarray, level: float) -> tuple[float, float]:
-    tail = (1 - level) / 2 * 100
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
-
-
 def _call(low: float, high: float, limit: float) -> str:
     if low > limit:
         return SLOWER
@@ -182,15 +173,15 @@ def judge(
     # intervals, and a result's interval does not depend on which other results were measured.
     per_round = {}  # key -> (rounds x resamples) of round ratios, calls resampled
     for key in keys:
-        rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
+        rng = stats.generator([seed, zlib.crc32(key.encode())])
         per_round[key] = np.stack(
             [
-                _medians_resampled(r["head"][key], rng, resamples) / _medians_resampled(r["base"][key], rng, resamples)
+                stats.medians(r["head"][key], rng, resamples) / stats.medians(r["base"][key], rng, resamples)
                 for r in rounds
             ]
         )
     # Rounds resampled jointly for every result: the same round indices for all of them.
-    picks = np.random.default_rng([seed, n_rounds]).integers(0, n_rounds, size=(resamples, n_rounds))
+    picks = stats.resample(stats.generator([seed, n_rounds]), n_rounds, resamples)
     columns = np.arange(resamples)[:, None]
     draws = {key: np.median(per_round[key][picks, columns], axis=1) for key in keys}
 
@@ -200,7 +191,7 @@ def judge(
         base_medians = np.array([np.median(r["base"][key]) for r in rounds])  # one per process
         head_medians = np.array([np.median(r["head"][key]) for r in rounds])
         change = float(np.median(head_medians / base_medians))
-        low, high = _percentiles(draws[key], level)
+        low, high = stats.percentile_interval(draws[key], level)
         base_s, head_s = float(np.median(base_medians)), float(np.median(head_medians))
         results.append(Reading(key, change, low, high, n_rounds, limit, _call(low, high, limit), base_s, head_s))
 
@@ -215,7 +206,7 @@ def judge(
                 continue
             geo = np.exp(np.mean([np.log(draws[k]) for k in group], axis=0))
             change = math.exp(sum(math.log(by_key[k].change) for k in group) / len(group))
-            low, high = _percentiles(geo, level)
+            low, high = stats.percentile_interval(geo, level)
             found.append(Reading(name, change, low, high, n_rounds, group_limit, _call(low, high, group_limit)))
     return Judgement(results, found)
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.core import kernel_source
+from harness.core import kernel_source, stats
 from harness.core.paths import ROOT
 from harness.regression import cli as regression
 from harness.regression import paired_rounds
@@ -50,6 +50,7 @@ from harness.regression import rule as regression_rule
 PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # harness/github/plants/<name>.patch
 RESAMPLED = "resampled-noops.json"  # resample's result, in --out
 PROGRESS_SECONDS = 30.0  # resample's progress: a line at most this often
+_upper_95 = stats.rate_upper_95  # the false-alarm rate's one-sided 95% upper bound (Clopper-Pearson)
 
 
 def planted_commit(plant: str) -> str:
@@ -195,6 +196,9 @@ def resampled_noops(
         raise ValueError(f"{len(pool)} whole processes recorded; a run of the rule's shape draws {need}")
     shape = next(r for r in records if r["base"] == r["head"])["passes"][0]
     extra = {"bytes": shape["bytes"], "peak_bytes": {}}
+    # Python's random, not stats.generator: a draw of whole processes without replacement, not a
+    # bootstrap, and the seed names the draws of the recorded result (resampled-noops.json under
+    # benchmarks/results/regression-power/h100/ on the results branch): another library, other draws.
     rng = random.Random(seed)
     failed, re_measured, called = [], 0, {}
     for draw in range(draws):
@@ -240,21 +244,6 @@ def progress_line(draws: int, every: float = PROGRESS_SECONDS, clock: Callable[[
             print(f"power: resample: {done} of {draws} draws, {now - started:.0f} s", flush=True)
 
     return report
-
-
-def _upper_95(failures: int, draws: int) -> float:
-    """One-sided 95% upper bound on a rate seen ``failures`` times in ``draws`` (Clopper-Pearson),
-    by bisection on the binomial tail (no scipy here)."""
-    from math import comb
-
-    def tail(p: float) -> float:  # P(X <= failures) at rate p
-        return sum(comb(draws, k) * p**k * (1 - p) ** (draws - k) for k in range(failures + 1))
-
-    low, high = failures / draws, 1.0
-    for _ in range(60):
-        mid = (low + high) / 2
-        low, high = (mid, high) if tail(mid) > 0.05 else (low, mid)
-    return high
 
 
 def report(out: Path) -> str:
