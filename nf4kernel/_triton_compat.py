@@ -6,7 +6,7 @@ way. Each is read through an accessor here, which takes that refusal path when
 
 * this torch or Triton lacks the handle or refuses it (looked up once, at import), or
 * its name is in ``DISABLED``: a measurement turns a handle off to see what it saves
-  (``scripts/host_ab.py --without NAME``; the names are ``HANDLES``' keys). ``disable`` and
+  (``tools/probes/host_ab.py --without NAME``; the names are ``HANDLES``' keys). ``disable`` and
   ``enable`` change the set. Modules read some handles once, at import (``launch_cache``, ``api``),
   and a plan keeps what it was made with: change the set before ``nf4kernel.api`` is imported, as
   host_ab's measuring processes do.
@@ -199,7 +199,7 @@ def direct_launcher(compiled, grid: int, tail: tuple, pointers: tuple):
     Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
     integers, which it passes through unchecked (a tensor would cost a driver query each). All but
     the stream and ``out`` is one tuple made here, so a call builds one argument tuple and nothing
-    else (``scripts/host_anatomy.py`` times each layer of this). A launcher that takes other
+    else (``tools/probes/host_ab.py --each-handle`` measures what each handle saves). A launcher that takes other
     arguments raises TypeError before launching: the caller calls ``refused`` and launches through
     Triton."""
     if compiled is None or not direct_launches():

@@ -182,7 +182,7 @@ def quick_key(packed: torch.Tensor, state, check, pointers: tuple) -> tuple | No
 
 def unchanged(packed: torch.Tensor, state, plan: Plan) -> bool:
     """Whether ``plan`` still holds for this weight: its quick key where it has one (about half the
-    host time of the whole key: ``scripts/host_breakdown.py``), else, or where the quick key
+    host time of the whole key), else, or where the quick key
     differs, the whole key. The check fails also where only the calling thread's modes changed the
     tensors' dispatch keys (a plan made outside autocast, called inside it), or a size-1 dimension's
     stride: where the whole key still matches, the check is made again for what the tensors are

@@ -22,7 +22,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOWS = ROOT / ".github" / "workflows"
-POLICY = json.loads((ROOT / "scripts" / "gpu-runner" / "policy.json").read_text())
+POLICY = json.loads((ROOT / "tools" / "gpu-runner" / "policy.json").read_text())
 
 # Activity types GitHub uses when a trigger lists none.
 DEFAULT_TYPES = {
@@ -85,7 +85,7 @@ def self_hosted(job_labels: list[str]) -> bool:
 
 def runner_takes(job_labels: list[str], workflow_file: str, ref: str) -> bool:
     """Step (5): hosted runners take any job; the GPU runner's group only its listed workflows at
-    the listed ref (scripts/gpu-runner/policy.json, applied by configure-github.sh)."""
+    the listed ref (tools/gpu-runner/policy.json, applied by configure-github.sh)."""
     if not self_hosted(job_labels):
         return True
     return ref == POLICY["workflow_ref"] and f".github/workflows/{workflow_file}" in POLICY["workflows"]

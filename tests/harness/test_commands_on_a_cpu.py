@@ -138,10 +138,10 @@ DOCUMENTED = [
     Documented("python -m torch.utils.collect_env", 0, "PyTorch version"),
     # 2 pairings instead of 300: the same replay, in 2 s instead of over 5 minutes.
     Documented(
-        "python scripts/rule_on_recorded_runs.py",
+        "python tests/studies/rule_on_recorded_runs.py",
         0,
         "| plant | runs failed |",
-        "python {root}/scripts/rule_on_recorded_runs.py --pairings 2 --per-shape-pairings 1",
+        "python {root}/tests/studies/rule_on_recorded_runs.py --pairings 2 --per-shape-pairings 1",
     ),
     # The committed history, judged as the workflow judges the branch's, GitHub left alone.
     Documented(
@@ -184,7 +184,7 @@ DOCUMENTED = [
     # A site of its own in {tmp}: none is built there, so preview says how to build one and exits 1
     # (the checkout's own .asv/html may hold a site, which it would serve until stopped).
     Documented("nox -s preview", 1, "no site in", "nox -s preview -- --config {tmp}/asv.conf.json"),
-    Documented("scripts/gpu-runner/offline-bundle.sh --list", 0, "bitsandbytes=="),
+    Documented("tools/gpu-runner/offline-bundle.sh --list", 0, "bitsandbytes=="),
 ]
 
 

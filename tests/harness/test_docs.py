@@ -27,7 +27,7 @@ import pytest
 import test_commands_on_a_cpu as on_a_cpu
 
 ROOT = Path(__file__).resolve().parents[2]
-BUNDLE_SCRIPT = ROOT / "scripts" / "gpu-runner" / "offline-bundle.sh"
+BUNDLE_SCRIPT = ROOT / "tools" / "gpu-runner" / "offline-bundle.sh"
 
 
 def pages() -> list[Path]:
@@ -424,11 +424,11 @@ NOT_RUN_IN_CI = {
     "pip install --no-deps trl<=1.15.0 datasets<5 tyro hf_transfer diffusers torchao cut_cross_entropy msgspec dill "
     "multiprocess docstring_parser typeguard shtab": Why(PACKAGES, "what `import unsloth` needs on the GPU runner"),
     "pip install nvidia-ml-py": Why(PACKAGES, "the GPU runner's optional NVML reader"),
-    "scripts/gpu-runner/offline-bundle.sh": Why(
+    "tools/gpu-runner/offline-bundle.sh": Why(
         PACKAGES, "downloads about 40 MB of wheels; test_the_offline_bundle_script_parses_and_lists_its_pins reads it"
     ),
     # GitHub; the host.
-    "scripts/gpu-runner/configure-github.sh OWNER/nf4kernel": Why(
+    "tools/gpu-runner/configure-github.sh OWNER/nf4kernel": Why(
         GITHUB, "tests/harness/test_runner_setup.py runs it against a stand-in for gh"
     ),
     # The suite itself, and jobs other tests, scripts or workflows run.
@@ -451,7 +451,7 @@ NOT_RUN_IN_CI = {
         TOO_LONG,
         "1000 no-op runs: over 5 minutes on 2 cores; tests/harness/test_power.py resamples the committed records",
     ),
-    "python scripts/gate_relative_on_recorded_runs.py": Why(
+    "python tests/studies/gate_relative_on_recorded_runs.py": Why(
         TOO_LONG, "40 s on 2 cores; tests/harness/test_gate.py tests the relative check it replays"
     ),
     # Placeholders for any session or module, whose instances are listed themselves.
@@ -650,4 +650,4 @@ def test_the_offline_bundle_script_parses_and_lists_its_pins():
     ]
     assert unsloth, "docs/self-hosted-runner.md no longer installs Unsloth with --no-deps"
     assert sorted(set(unsloth) - set(bundled)) == [], "the docs install what the bundle lacks"
-    assert "scripts/gpu-runner/offline-bundle.sh" in runner_docs
+    assert "tools/gpu-runner/offline-bundle.sh" in runner_docs

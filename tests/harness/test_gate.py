@@ -394,11 +394,11 @@ def test_measure_aa_times_one_function_in_two_slots(stand_ins):
 
 
 def test_the_relative_check_replayed_on_recorded_runs_fails_only_large_drops():
-    """scripts/gate_relative_on_recorded_runs.py: every PR-and-pooled-base combination of the five
+    """tests/studies/gate_relative_on_recorded_runs.py: every PR-and-pooled-base combination of the five
     recorded H200 runs passes a no-op, and fails a 50% slowdown of every MLP."""
     import importlib.util
 
-    script = Path(__file__).resolve().parents[2] / "scripts" / "gate_relative_on_recorded_runs.py"
+    script = Path(__file__).resolve().parents[2] / "tests" / "studies" / "gate_relative_on_recorded_runs.py"
     spec = importlib.util.spec_from_file_location("gate_relative", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

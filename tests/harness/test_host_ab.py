@@ -1,4 +1,4 @@
-"""scripts/host_ab.py's parts that need no GPU: the verdict over pairs of processes, and its answers
+"""tools/probes/host_ab.py's parts that need no GPU: the verdict over pairs of processes, and its answers
 where it can't measure."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "host_ab.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "probes" / "host_ab.py"
 spec = importlib.util.spec_from_file_location("host_ab", SCRIPT)
 host_ab = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(host_ab)

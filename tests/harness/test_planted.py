@@ -1,6 +1,6 @@
 """The planted slowdowns (harness/github/plants/*.patch) still plant what they say in this tree.
 
-scripts/gpu-session.sh's ``planted`` and ``regression`` steps apply them on a GPU machine to show
+dev/gpu-machine/gpu-session.sh's ``planted`` and ``regression`` steps apply them on a GPU machine to show
 that the gate and the regression check catch a slowdown. A patch that no longer applies, or that
 lands off the planned call's launch, would only show there, as a failed step or a gate that passes.
 

@@ -1,4 +1,4 @@
-"""scripts/gpu-runner/: configure-github.sh asks GitHub for what policy.json says (run against a fake
+"""tools/gpu-runner/: configure-github.sh asks GitHub for what policy.json says (run against a fake
 `gh` that records each call): the runner group, the fork and token settings, and the ruleset that
 requires review (code owners' for what judges a PR: .github/CODEOWNERS) and the `gpu` status from
 GitHub Actions on an up-to-date branch; then it reads the group and the ruleset back and fails,
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import github_model as gh
 
-SCRIPTS = gh.ROOT / "scripts" / "gpu-runner"
+SCRIPTS = gh.ROOT / "tools" / "gpu-runner"
 REPO = "acme/nf4kernel"
 
 # Answers `gh api repos/...` with an id, lists no runner group or ruleset, gives each new one the id
@@ -189,7 +189,7 @@ def test_code_owners_cover_everything_that_judges_a_pr():
             path, *who = line.split()
             owners[path] = who
     team = f"@nf4kernel/{gh.POLICY['maintainers_team']}"
-    for path in ("/harness/", "/benchmarks/", "/noxfile.py", "/.github/", "/asv.conf.json", "/scripts/gpu-runner/"):
+    for path in ("/harness/", "/benchmarks/", "/noxfile.py", "/.github/", "/asv.conf.json", "/tools/gpu-runner/"):
         assert owners.get(path) == [team], path
 
 

@@ -1,9 +1,9 @@
 """A planned call's host time: this tree's nf4kernel against an older one, or against itself with private handles off.
 
     git archive f73259b nf4kernel | tar -x -C /tmp/before
-    python scripts/host_ab.py /tmp/before --pairs 20 [--cpu 5] [--json FILE]
-    python scripts/host_ab.py --without tensor_guards [--without raw_stream ...] --pairs 20
-    python scripts/host_ab.py --each-handle --pairs 10 [--cpu 5] [--json FILE]
+    python tools/probes/host_ab.py /tmp/before --pairs 20 [--cpu 5] [--json FILE]
+    python tools/probes/host_ab.py --without tensor_guards [--without raw_stream ...] --pairs 20
+    python tools/probes/host_ab.py --each-handle --pairs 10 [--cpu 5] [--json FILE]
 
 Judged against the process-to-process effect ("a fix must not cost the planned call's host time").
 ``--without NAME`` (repeatable) compares this tree with every handle on ("before") against this
@@ -15,7 +15,7 @@ call with it off over all on, median and 95% interval over rounds) and writes it
 process's figures to ``--json``. A handle this torch or Triton lacks is off in every process alike
 (``available`` false in the table): its row measures nothing.
 
-One H100's `scripts/host_breakdown.py` runs, before and after, moved by up to 2x between processes
+One H100's earlier host-time runs (a breakdown script, before and after) moved by up to 2x between processes
 of the *same* package, in rows whose code is torch's alone (benchmarks/results/bnb-semantics). So
 each process here times two things, interleaved: the planned call (``nf4kernel.dequantize(layer)``,
 4096x1024 bf16 nested NF4) and an unchanged torch call (``torch.empty_strided`` of its output), and
@@ -35,7 +35,7 @@ import sys
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CALLS, REPEATS = 2000, 7
 
 

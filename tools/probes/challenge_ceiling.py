@@ -1,6 +1,6 @@
 """How far Challenge A's ratio over Unsloth can go on this machine, whatever our host code does.
 
-python scripts/challenge_ceiling.py [--rounds 7]
+python tools/probes/challenge_ceiling.py [--rounds 7]
 
 Challenge A synchronizes after every call, so each call costs host work + launch latency + kernel +
 synchronize, and only the host work before the launch is ours to cut. This script times, in the

@@ -1,8 +1,8 @@
 """The gate's relative check (harness/gate/decision.py: ``compare``, ``pool``) on the committed H200 gate
 runs: which planted slowdowns of nf4kernel it fails, beside the regression check's replay
-(scripts/rule_on_recorded_runs.py).
+(tests/studies/rule_on_recorded_runs.py).
 
-    python scripts/gate_relative_on_recorded_runs.py
+    python tests/studies/gate_relative_on_recorded_runs.py
 
 Five gate runs of one commit on one H200 (benchmarks/results/gate-h200-run{1..5}.json, 5 rounds
 each, ``recorded.committed``) play every PR-and-base combination gpu.yml's gate job makes: one run as the PR, two others
@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
 
 import recorded  # noqa: E402

@@ -1,7 +1,7 @@
 """The regression rule (harness/regression/rule.py) on the committed H200 runs of one kernel: how
 often it calls a no-op, and which planted steps it catches, over random pairings of the runs.
 
-    python scripts/rule_on_recorded_runs.py [--pairings 300] [--per-shape-pairings 100]
+    python tests/studies/rule_on_recorded_runs.py [--pairings 300] [--per-shape-pairings 100]
 
 Twelve runs of one kernel (tests/harness/recorded.py: SAME_KERNEL, one H200, ten minutes) are
 shuffled into six rounds, three for the first pass and three for the re-measuring one
@@ -20,7 +20,7 @@ import random
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
 
 import recorded  # noqa: E402

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One device-machine session: unpack the offline bundle (bitsandbytes, unsloth, nox, asv for the
 # GPU image's Python 3.12), then run the steps named on the command line, logs under $OUT.
-#   bash scripts/gpu-session.sh env tests sweep perf gate host-cost
-#   bash scripts/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
-#   bash scripts/gpu-session.sh repo bench backfill:main~12..main regression results
-#   bash scripts/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
-#   bash scripts/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
-#   bash scripts/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's (issue 18)
+#   bash dev/gpu-machine/gpu-session.sh env tests sweep perf gate
+#   bash dev/gpu-machine/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
+#   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
+#   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
+#   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
+#   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's (issue 18)
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
@@ -38,11 +38,10 @@ for step in "$@"; do
     nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
     host-ab:*)
       # Issue 18: the planned call's host time, this tree against REV's nf4kernel, judged against an
-      # unchanged torch call in each process (scripts/host_ab.py). host-ab:REV[:PAIRS]
+      # unchanged torch call in each process (tools/probes/host_ab.py). host-ab:REV[:PAIRS]
       spec=${step#host-ab:}; rev=${spec%%:*}; pairs=${spec#*:}; [ "$pairs" = "$spec" ] && pairs=16
       mkdir -p "/tmp/before-$rev" && git archive "$rev" nf4kernel | tar -x -C "/tmp/before-$rev" || exit 1
-      timed python3 scripts/host_ab.py "/tmp/before-$rev" --pairs "$pairs" --cpu 5 --json "$OUT/host-ab.json" 2>&1 | tee "$OUT/host-ab.log" | tail -n 3 ;;
-    host) python3 scripts/host_breakdown.py 2>&1 | tee "$OUT/host-breakdown.txt" ;;
+      timed python3 tools/probes/host_ab.py "/tmp/before-$rev" --pairs "$pairs" --cpu 5 --json "$OUT/host-ab.json" 2>&1 | tee "$OUT/host-ab.log" | tail -n 3 ;;
     repo)
       [ -d /tmp/repo/.git ] || git clone -q -b main .gpu-bundle/repo.bundle /tmp/repo || exit 1
       cd /tmp/repo && export PYTHONPATH=/tmp/repo:/tmp/site && git log --oneline -1 ;;
@@ -152,21 +151,8 @@ for step in "$@"; do
       grep -h "^nf4kernel vs Unsloth\|drop\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
     sweep) python3 -m harness.tuning.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
-    host-cost)
-      # The planned call's host cost now and before a change, interleaved, twice. "Before" is a package
-      # unpacked beside the tree first (untracked, so it travels with it; c0dfe69 for issue 9,
-      # f6e11ea for issue 10):   mkdir -p .before && git archive f6e11ea nf4kernel | tar -x -C .before
-      [ -d .before/nf4kernel ] || echo "no .before/nf4kernel: measuring this tree only"
-      for round in 1 2; do
-        for tree in .before .; do
-          [ -d "$tree/nf4kernel" ] || continue
-          echo "--- $tree, round $round"
-          PYTHONPATH=/tmp/site:$PWD/$tree python3 scripts/host_breakdown.py
-        done
-      done 2>&1 | tee "$OUT/host-cost.txt" ;;
-    pdl) timed python3 scripts/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
-    anatomy) python3 scripts/host_anatomy.py 2>&1 | tee "$OUT/host-anatomy.txt" ;;
-    ceiling) timed python3 scripts/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
+    pdl) timed python3 tools/probes/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
+    ceiling) timed python3 tools/probes/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)
       for i in 1 2 3; do
         python3 -m harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1

@@ -1,6 +1,6 @@
 """Does programmatic dependent launch close the gap between back-to-back launches? (issue 10, item 7)
 
-    python scripts/pdl_probe.py [--rounds 5]
+    python tools/probes/pdl_probe.py [--rounds 5]
 
 14336x4096 bf16 through ``dequantize()`` back to back reached about 90% of copy on an H200 without PDL, while
 the kernel replayed from a CUDA graph reaches 92 to 94%: the rest is the gap between one kernel's

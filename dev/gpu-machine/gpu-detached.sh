@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A device-machine job longer than one device call (10 minutes at most): `start` runs
-# scripts/gpu-session.sh's steps in a process session of their own, which the device tool leaves
+# dev/gpu-machine/gpu-session.sh's steps in a process session of their own, which the device tool leaves
 # running after the call returns, for as long as the machine is held; `wait`, in the next call (sent
 # within the machine's 30 s idle window, or the machine and the job are gone), waits for it and
 # brings back what it wrote. Each call waits at most WAIT_S seconds (default 540), then returns, so
 # a long job takes as many `wait` calls as it needs.
-#   bash scripts/gpu-detached.sh start env rehearse:noop   # first call: starts the steps, then waits
-#   bash scripts/gpu-detached.sh wait                      # every later call: waits, then collects
+#   bash dev/gpu-machine/gpu-detached.sh start env rehearse:noop   # first call: starts the steps, then waits
+#   bash dev/gpu-machine/gpu-detached.sh wait                      # every later call: waits, then collects
 # The job writes under /tmp/detached/out; each call copies it to $OUT (what the device brings back).
 # gpu-session.sh is copied first: the next call replaces the working tree under a running bash.
 set -uo pipefail
@@ -18,7 +18,7 @@ case ${1:-} in
     shift
     [ -e "$KEEP/pid" ] && { echo "a detached job already ran on this machine ($KEEP)"; exit 2; }
     mkdir -p "$KEEP/out"
-    cp scripts/gpu-session.sh "$KEEP/gpu-session.sh"
+    cp dev/gpu-machine/gpu-session.sh "$KEEP/gpu-session.sh"
     # shellcheck disable=SC2016  # expanded by the inner bash
     OUT=$KEEP/out REHEARSAL_TIMEOUT=${REHEARSAL_TIMEOUT:-1500} setsid nohup bash -c \
       'bash "$0" "$@"; echo $? > '"$KEEP/exit" "$KEEP/gpu-session.sh" "$@" > "$KEEP/session.log" 2>&1 < /dev/null &

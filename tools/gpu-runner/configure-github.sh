@@ -4,7 +4,7 @@
 # organization, on their own machine, with the GitHub CLI logged in (`gh auth login`); run it again
 # after changing policy.json, it converges. Nothing here runs on the GPU host.
 #
-#   scripts/gpu-runner/configure-github.sh OWNER/REPO
+#   tools/gpu-runner/configure-github.sh OWNER/REPO
 #
 # 1. The runner group: only this repository, and only the workflows named in policy.json as they are
 #    on the default branch (a job from any other workflow file or ref never reaches the runner).

@@ -1,6 +1,6 @@
 """How close 14336x4096 bf16 gets to copy bandwidth, and what stands between (issue 10, target 93%).
 
-    python scripts/bandwidth_probe.py [--quick]
+    python tools/probes/bandwidth_probe.py [--quick]
 
 For each tile variant (num_warps, tiles per program, 16-byte stores per thread, eviction), checked
 bit-exact first: the kernel's time replayed from a CUDA graph (no launch gaps). Then, for the

@@ -5,9 +5,9 @@
 # the workflows). Run it on any machine with pip and a registry: it downloads wheels for the runner's
 # Python (CPython 3.12 on x86-64 Linux), not for the machine it runs on, and never installs them.
 #
-#   scripts/gpu-runner/offline-bundle.sh            # -> .gpu-bundle/site.tgz (about 40 MB, git-ignored)
-#   PYVER=3.11 scripts/gpu-runner/offline-bundle.sh # for another runner Python
-#   scripts/gpu-runner/offline-bundle.sh --list     # what it would download, one line each; no network
+#   tools/gpu-runner/offline-bundle.sh            # -> .gpu-bundle/site.tgz (about 40 MB, git-ignored)
+#   PYVER=3.11 tools/gpu-runner/offline-bundle.sh # for another runner Python
+#   tools/gpu-runner/offline-bundle.sh --list     # what it would download, one line each; no network
 #
 # On the GPU runner, in the checkout:
 #   tar xzf .gpu-bundle/site.tgz -C /tmp && export PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH
