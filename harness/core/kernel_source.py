@@ -66,6 +66,15 @@ def resolve(source: str, repo: Path = ROOT) -> str:
         raise SourceError(f"{source!r} is neither a commit of {repo} nor a git checkout") from None
 
 
+def python_path(*front: Path | str, behind: tuple[Path | str, ...] = ()) -> str:
+    """The PYTHONPATH of a process started from here: ``front`` first (a staged kernel, then the
+    trusted checkout), then the caller's own PYTHONPATH (where the runner's packages may come from,
+    bitsandbytes on the GPU image's bundle: kept, never ahead of the kernel under test), then
+    ``behind``."""
+    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join([*map(str, front), *inherited, *map(str, behind)])
+
+
 @dataclass(frozen=True)
 class Staged:
     commit: str

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
+from harness.core import exits
+
 # (hd, m, dtype, seed): the puzzle's three MLPs.
 CHALLENGE_A = (
     (2048, 8192, torch.float16, 3407),
@@ -147,7 +149,7 @@ def host_time(fn: Callable, calls: int = 500, warmup: int = 20) -> float:
     return elapsed / calls
 
 
-EXIT_NO_GPU = 4  # every harness command that needs a CUDA GPU exits with it where there is none
+EXIT_NO_GPU = exits.NO_GPU
 
 
 def require_gpu(what: str) -> None:

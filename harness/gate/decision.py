@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.core import records, stats
+from harness.core import exits, records, stats
 
 DEFAULT_THRESHOLD = 1.15  # nf4kernel must be at least this many times as fast as Unsloth (median)
 MIN_ROUNDS = 5
@@ -41,7 +41,7 @@ EXIT_PASS = 0
 EXIT_TOO_SLOW = 1
 EXIT_BAD_INPUT = 2  # also: a base record with no timings, where the relative check was asked for
 EXIT_INCORRECT = 3
-EXIT_NO_GPU = 4
+EXIT_NO_GPU = exits.NO_GPU
 EXIT_NO_UNSLOTH = 5
 
 

@@ -94,8 +94,7 @@ def use_kernel(source: str | None, stack: contextlib.ExitStack, staged: list[str
     else:
         kernel = stack.enter_context(kernel_source.staged(source))
     sys.path.insert(0, str(kernel.path))
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(kernel.path), str(kernel_source.ROOT), *inherited])
+    os.environ["PYTHONPATH"] = kernel_source.python_path(kernel.path, kernel_source.ROOT)
     log(f"the kernel under test: {kernel.describe()} (from {source})")
     return {"source": source, "commit": kernel.commit, "staged": str(kernel.path)}
 
@@ -115,8 +114,7 @@ def run_classic(rounds: int) -> dict:
     """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: its own process, on
     the same kernel (-P: not the current directory's nf4kernel; PYTHONPATH puts the one under test
     first, then this harness)."""
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    path = os.pathsep.join([*inherited, str(kernel_source.ROOT)])
+    path = kernel_source.python_path(behind=(kernel_source.ROOT,))
     env = {**os.environ, "UNSLOTH_BNB_TRITON": "0", "PYTHONPATH": path}
     command = [sys.executable, "-P", "-m", "harness.gate.classic", "--rounds", str(rounds)]
     try:

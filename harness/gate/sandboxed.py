@@ -55,8 +55,7 @@ def measure(args) -> dict:
             shutil.copyfile(path, copy)
             child += ["--baseline", str(copy)]
         cache = sandbox.kernel_cache(kernel.commit)
-        inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        env = {"PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]), **sandbox.cache_env(cache)}
+        env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache)}
         print(f"[gate] measuring {kernel.describe()} in bubblewrap's sandbox", flush=True)
         started = time.perf_counter()
         try:

@@ -79,14 +79,13 @@ def main(argv=None) -> int:
     if not args.no_sandbox and (why := sandbox.why_not()):
         print(f"gpu-tests: no sandbox here: {why} (--no-sandbox runs without)", file=sys.stderr)
         return sandbox.EXIT_NO_SANDBOX
-    inherited = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     candidate = args.candidate.resolve()
     try:
         with kernel_source.staged(str(candidate)) as kernel:
             cache = sandbox.kernel_cache(kernel.commit)  # the PR's commit's: both runs run its code
             env = {
                 # The staged kernel ahead of this checkout (whose benchmarks/ and harness/ the tests import).
-                "PYTHONPATH": os.pathsep.join([str(kernel.path), str(ROOT), *inherited]),
+                "PYTHONPATH": kernel_source.python_path(kernel.path, ROOT),
                 "NF4KERNEL_UNDER_TEST": str(kernel.path),
                 **sandbox.cache_env(cache),
             }
@@ -108,7 +107,7 @@ def main(argv=None) -> int:
                 print("gpu-tests: the PR's kernel tests are the default branch's, run above: nothing more to run")
             else:
                 theirs = [sys.executable, *PYTEST, *changed, *extra]
-                env = {"PYTHONPATH": os.pathsep.join([str(candidate), *inherited]), **sandbox.cache_env(cache)}
+                env = {"PYTHONPATH": kernel_source.python_path(candidate), **sandbox.cache_env(cache)}
                 second = run(
                     f"the PR's own kernel tests that differ from the default branch's ({len(changed)} files), in "
                     f"{candidate}",

@@ -49,6 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.core import exits
 from harness.core.gpu_state import gpu_here
 from harness.core.paths import ROOT
 from harness.github import act
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
             "On a CPU, `nox -s tests -- tests/harness` runs the same workflows with recorded measurements",
             file=sys.stderr,
         )
-        return 4
+        return exits.NO_GPU
     if shutil.which("python") is None:
         print("rehearsal: the workflows run `python`, and there is none on the PATH", file=sys.stderr)
         return 2

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from harness.core import kernel_source
+from harness.core import exits, kernel_source
 from harness.history import asvrun, machine
 from harness.history import store as history
 
@@ -128,7 +128,7 @@ def main(argv=None) -> int:
     print(f"backfill: {machine.one_line(info)}", flush=True)
     if info["gpu"] == "none" and args.suite != "cpu":
         print("backfill: no CUDA GPU here (use --suite cpu for a smoke run)", file=sys.stderr)
-        return 4
+        return exits.NO_GPU
     if (results := results_dir(args.config)) is None:
         return 2
     history.seed(results)

@@ -22,6 +22,7 @@ import argparse
 import sys
 import time
 
+from harness.core import exits
 from harness.history import asvrun, machine, site
 from harness.history import store as history
 
@@ -46,10 +47,10 @@ def main(argv=None) -> int:
     suite = args.suite or ("gpu" if gpu else "cpu")
     if not gpu and suite != "cpu":
         log(f"the {suite} suite needs a CUDA GPU; none here (exit 4)")
-        return 4
+        return exits.NO_GPU
     if not gpu and args.store:
         log("--store needs a CUDA GPU; none here: the committed history holds GPU machines only (exit 4)")
-        return 4
+        return exits.NO_GPU
     if not gpu:
         log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
     conf = asvrun.load_config(args.config)

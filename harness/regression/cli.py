@@ -41,7 +41,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import _ruler
-from harness.core import kernel_source, records
+from harness.core import exits, kernel_source, records
 from harness.regression import paired_rounds
 from harness.regression import rule as regression_rule
 
@@ -223,7 +223,7 @@ def measure(args, base: str, head: str) -> dict | int:
         with kernel_source.staged(base) as staged_base, kernel_source.staged(head) as staged_head:
             if args.device == "cuda" and not cuda_available():
                 print("regression: no CUDA GPU here: nothing to measure (--device cpu for the smoke run)", flush=True)
-                return 4
+                return exits.NO_GPU
             for sha, kernel in ((base, staged_base), (head, staged_head)):
                 print(f"regression: {sha[:8]}: {kernel.describe()}", flush=True)
             return paired_rounds.measure(

@@ -50,13 +50,11 @@ def run_side(kernel: kernel_source.Staged, keys: list[str], device: str) -> dict
     other kernel's; it starts in the staged folder (sys.path[0]: the staged nf4kernel, ahead of this
     checkout's), with this checkout on PYTHONPATH for the ruler. Without a sandbox here
     (``NO_SANDBOX``, set by --no-sandbox), a plain process."""
-    # The caller's PYTHONPATH stays behind them: where the runner's packages may come from
-    # (bitsandbytes on the GPU image's bundle), never ahead of the staged kernel.
     staged = kernel.path
-    path = [str(staged), str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    path = kernel_source.python_path(staged, ROOT)
     command = [sys.executable, "-m", "benchmarks._kernel_samples", "--device", device, "--keys", *keys]
     cache = sandbox.kernel_cache(kernel.commit)
-    env = {"PYTHONPATH": os.pathsep.join(path), **sandbox.cache_env(cache)}
+    env = {"PYTHONPATH": path, **sandbox.cache_env(cache)}
     try:
         if NO_SANDBOX:
             env = {**os.environ, **env}

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from harness.core import kernel_source, stats
+from harness.core import exits, kernel_source, stats
 from harness.core.paths import ROOT
 from harness.regression import cli as regression
 from harness.regression import paired_rounds
@@ -349,7 +349,7 @@ def main(argv=None) -> int:
         return 0
     if not regression.cuda_available():
         print("power: no CUDA GPU here: nothing to measure", flush=True)
-        return 4
+        return exits.NO_GPU
     args.out.mkdir(parents=True, exist_ok=True)
     if args.what == "noop":
         head = kernel_source.resolve("HEAD")

@@ -217,3 +217,13 @@ def test_a_baseline_that_is_not_a_record_fails_closed(tmp_path, kind, capsys):
     with pytest.raises(SystemExit) as exit_:
         gate.main(["--replay", str(recorded), "--baseline", str(baseline)])
     assert exit_.value.code == 2 and "--baseline" in capsys.readouterr().err
+
+
+def test_a_childs_path_puts_the_kernel_first_and_keeps_the_callers_behind_it(monkeypatch, tmp_path):
+    """The caller's PYTHONPATH (bitsandbytes from the GPU image's bundle) is kept, never ahead of
+    the kernel under test; empty entries (a trailing ':') are dropped, not read as the cwd."""
+    monkeypatch.setenv("PYTHONPATH", f"/opt/site{os.pathsep}")
+    found = kernel_source.python_path(tmp_path / "stage", ROOT, behind=("/last",)).split(os.pathsep)
+    assert found == [str(tmp_path / "stage"), str(ROOT), "/opt/site", "/last"]
+    monkeypatch.delenv("PYTHONPATH")
+    assert kernel_source.python_path(tmp_path) == str(tmp_path)

@@ -1,0 +1,7 @@
+"""The exit codes every harness command shares, so a workflow step or a person reads one meaning
+from one number whichever command said it. A command's own codes (the gate's 1 for too slow, 3 for
+wrong output) are in its module's docstring."""
+
+OK = 0
+BAD_INPUT = 2  # argparse's own code for bad arguments; the harness uses it for any input it refuses
+NO_GPU = 4  # a command that needs a CUDA GPU, where there is none: nothing was measured
