@@ -1,5 +1,5 @@
 """A QLoRA training step measured end to end: stock bitsandbytes, Unsloth's dequantizer and nf4kernel
-in the same model, only the dequantizer changing between columns (issue 20).
+in the same model, only the dequantizer changing between columns.
 
     python -m benchmarks._training --out benchmarks/results/training/h100      # needs a CUDA GPU
 
@@ -409,7 +409,7 @@ def measure(
         if settings:  # (--compile-only leaves it out: measured with the rest)
             figures["triton_op_per_call"] = _triton_op.identity()
             print(f"triton_op per call: {json.dumps(figures['triton_op_per_call'])}", flush=True)
-        # Unsloth's way of registering a kernel, with nf4kernel's kernel: issue 20's triton_op column.
+        # Unsloth's way of registering a kernel, with nf4kernel's kernel: the triton_op column.
         columns = {**columns, TRITON_OP: lambda: patching.patch(dequantizer=_triton_op.dequantize)}
     for batch, sequence in compile_at:
         key = f"{batch}x{sequence}"

@@ -1,5 +1,5 @@
 """nf4kernel's kernel registered with ``torch.library.triton_op``, as Unsloth registers its own: the
-column issue 20 asked to set against the package's opaque ``custom_op`` under ``torch.compile``.
+column set against the package's opaque ``custom_op`` under ``torch.compile``.
 
 Not shipped. Under Inductor a ``triton_op``'s kernel is compiled by Inductor with Inductor's options
 (``torch/_inductor/codegen/wrapper.py``, ``define_user_defined_triton_kernel``: the kernel's

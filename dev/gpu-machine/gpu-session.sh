@@ -6,7 +6,7 @@
 #   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
-#   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's (issue 18)
+#   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.

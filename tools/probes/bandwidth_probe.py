@@ -1,4 +1,4 @@
-"""How close 14336x4096 bf16 gets to copy bandwidth, and what stands between (issue 10, target 93%).
+"""How close 14336x4096 bf16 gets to copy bandwidth, and what stands between (the target: 93%).
 
     python tools/probes/bandwidth_probe.py [--quick]
 

@@ -1,4 +1,4 @@
-"""Does programmatic dependent launch close the gap between back-to-back launches? (issue 10, item 7)
+"""Does programmatic dependent launch close the gap between back-to-back launches?
 
     python tools/probes/pdl_probe.py [--rounds 5]
 
