@@ -283,8 +283,8 @@ def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
 # of after the launch gap: 14336x4096 bf16 back to back went from 39.29 to 38.00 us on an H200, as
 # fast as the kernel replayed from a CUDA graph (37.91 us; benchmarks/results/issue10, the results
 # branch holding its files). Every program waits (``gdc_wait``) for the kernel before it to finish
-# before touching memory, whatever that kernel is, so the order of writes and reads is the stream's as without PDL. The kernel's
-# ``PDL`` is 0 (off) or 1 (wait; the next kernel is scheduled as programs exit). Earlier triggers
+# before touching memory, whatever that kernel is, so the order of writes and reads is the stream's
+# as without PDL. The kernel's ``PDL`` is 0 (off) or 1 (wait; the next kernel is scheduled as programs exit). Earlier triggers
 # (tools/probes/pdl_probe.py builds them around this kernel) are probes, not shipped. Hopper (sm_90) on;
 # ``NF4KERNEL_PDL=0`` turns it off.
 PDL_MODE = 1
