@@ -25,12 +25,12 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import subprocess
 import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.core import git
 from harness.core.paths import ROOT
 
 PACKAGE = "nf4kernel"
@@ -42,10 +42,7 @@ class SourceError(ValueError):
 
 
 def _git(*args: str, cwd: Path = ROOT, binary: bool = False):
-    done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, check=False)
-    if done.returncode != 0:
-        raise SourceError(f"git {' '.join(args)} (in {cwd}): {done.stderr.decode(errors='replace').strip()}")
-    return done.stdout if binary else done.stdout.decode().strip()
+    return git.output(*args, cwd=cwd, binary=binary, error=SourceError)
 
 
 def resolve(source: str, repo: Path = ROOT) -> str:

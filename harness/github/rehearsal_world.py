@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from harness.core import git as core_git
 from harness.core.paths import ROOT
 from harness.github import act
 from harness.github.fake_github import FakeGitHub, Pull, Serving
@@ -35,17 +36,11 @@ TOKEN = "rehearsal-token"  # what github.token is in the run; the fake API accep
 JOB_LINE = re.compile(r"^\[(?P<job>[^\]]+)\] (?P<rest>.*)$")
 
 
+IDENTITY = ("user.name=rehearsal", "user.email=rehearsal@localhost")  # the scratch commits' author
+
+
 def git(*args: str, cwd: Path, check: bool = True) -> str:
-    done = subprocess.run(
-        ["git", "-c", "user.name=rehearsal", "-c", "user.email=rehearsal@localhost", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if check and done.returncode != 0:
-        raise RuntimeError(f"git {' '.join(args)} in {cwd}: {done.stderr.strip()}")
-    return done.stdout.strip()
+    return core_git.output(*args, cwd=cwd, config=IDENTITY, check=check)
 
 
 @dataclass

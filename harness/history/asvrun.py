@@ -16,6 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from harness.core import git as core_git
 from harness.core.paths import ROOT
 from harness.history.asv_env import SPEC
 
@@ -131,4 +132,5 @@ def outcome(results_dir: str, machine: str, commit: str, bench: str) -> Outcome:
 
 
 def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True, text=True).stdout.strip()
+    """git in this checkout (``core/git.py``): GitError where it fails."""
+    return core_git.output(*args, cwd=ROOT)

@@ -37,6 +37,7 @@ import sys
 import time
 
 from harness.core import exits, kernel_source
+from harness.core.git import GitError
 from harness.history import asvrun, machine
 from harness.history import store as history
 
@@ -93,7 +94,7 @@ def parse(argv) -> argparse.Namespace:
 
 
 def first_parents(spec: str, newest_first: bool = False) -> list[str]:
-    """The first-parent commits of a revision range; CalledProcessError where git can't read it."""
+    """The first-parent commits of a revision range; GitError where git can't read it."""
     order = [] if newest_first else ["--reverse"]
     return asvrun.git("rev-list", "--first-parent", *order, spec).split()
 
@@ -111,8 +112,8 @@ def main(argv=None) -> int:
     spec = args.range or "HEAD"
     try:
         commits = first_parents(spec, newest_first=args.missing)
-    except subprocess.CalledProcessError as error:
-        print(f"backfill: {spec} is not a revision range here: {error.stderr.strip()}", file=sys.stderr)
+    except GitError as error:
+        print(f"backfill: {spec} is not a revision range here: {error.stderr}", file=sys.stderr)
         return 2
     if not commits:
         print(f"backfill: no commits in {spec}", file=sys.stderr)
