@@ -149,14 +149,11 @@ def host_time(fn: Callable, calls: int = 500, warmup: int = 20) -> float:
     return elapsed / calls
 
 
-EXIT_NO_GPU = exits.NO_GPU
-
-
 def require_gpu(what: str) -> None:
     """One line and exit 4 where there is no CUDA GPU: ``what`` times the kernel on one."""
     if not torch.cuda.is_available():
         print(f"{what}: no CUDA GPU here: it times the kernel on a GPU; nothing to measure (exit 4)")
-        raise SystemExit(EXIT_NO_GPU)
+        raise SystemExit(exits.NO_GPU)
 
 
 def device_name() -> str:
