@@ -10,6 +10,7 @@ its absence must never stop one.
                             or {"unavailable": "<why>"}
     is_throttled(state)  -> the reasons that slow a kernel down (see SLOWDOWNS)
     versions()           -> driver, CUDA, torch, Triton, bitsandbytes, Unsloth (None where absent)
+    driver_versions()    -> the driver and the CUDA version it supports alone (None where absent)
     gpu_here()           -> whether an NVIDIA GPU is usable here, without importing torch
 """
 
@@ -295,6 +296,15 @@ def versions() -> dict:
         found["cuda"] = torch.version.cuda
     except ImportError:
         pass
+    found.update(driver_versions())
+    return found
+
+
+def driver_versions() -> dict:
+    """The driver's version (``driver``) and the CUDA version it supports (``cuda_driver``): through
+    NVML, else the driver alone through nvidia-smi; None where absent. The one reader of the driver's
+    version: the gate's record (versions) and the asv machine (harness/history/machine.py) use it."""
+    found = {"driver": None, "cuda_driver": None}
     pynvml = _pynvml()
     if pynvml is not None:
         try:

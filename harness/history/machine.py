@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import platform
 import re
-import subprocess
 from importlib import metadata
+
+from harness.core import gpu_state
 
 PACKAGES = ("torch", "triton", "bitsandbytes", "unsloth")
 
@@ -50,27 +51,10 @@ def cpu_model() -> str:
 
 
 def driver_version() -> str:
-    try:
-        import pynvml  # nvidia-ml-py
-
-        pynvml.nvmlInit()
-        try:
-            found = pynvml.nvmlSystemGetDriverVersion()
-            return found.decode() if isinstance(found, bytes) else found
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no nvidia-ml-py, or NVML refused: ask nvidia-smi
-        try:
-            done = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True,
-                text=True,
-                timeout=30,
-                check=True,
-            )
-            return done.stdout.strip().splitlines()[0]
-        except (OSError, subprocess.SubprocessError, IndexError):
-            return "unknown"
+    """The driver's version, read by gpu_state (NVML, else nvidia-smi); ``unknown`` where neither
+    answers, since every value of machine.json is a string."""
+    found = gpu_state.driver_versions()["driver"]
+    return "unknown" if found is None else found
 
 
 def describe() -> dict:

@@ -83,3 +83,21 @@ def test_without_torch_the_machine_has_no_gpu(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_torch)
     info = machine.describe()
     assert info["gpu"] == "none" and info["machine"].startswith("cpu-")
+
+
+def test_the_driver_is_read_by_gpu_state_and_unknown_where_absent(monkeypatch, tmp_path):
+    import sys
+    import types
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # no nvidia-ml-py
+    monkeypatch.setenv("PATH", str(tmp_path))  # no nvidia-smi
+    assert machine.driver_version() == "unknown"  # machine.json holds strings, never null
+
+    nvml = types.SimpleNamespace(
+        nvmlInit=lambda: None,
+        nvmlShutdown=lambda: None,
+        nvmlSystemGetDriverVersion=lambda: b"580.159.04",
+        nvmlSystemGetCudaDriverVersion=lambda: 13000,
+    )
+    monkeypatch.setitem(sys.modules, "pynvml", nvml)
+    assert machine.driver_version() == "580.159.04"
