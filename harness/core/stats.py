@@ -6,7 +6,9 @@ numpy (a dependency of the package, pinned in ``requirements/runtime.txt`` and i
 set, ``requirements/gpu-runner.txt``, where the gate and the regression check decide). The jobs that
 run with the runner's bare Python (``harness.github.approval``; ``harness.history.results_branch``
 and its ``result_merge``) import neither this module nor the gate's decision; the change-point job
-installs ``requirements/harness.txt`` alone, which holds no numpy.
+installs ``requirements/harness.txt`` alone, which holds no numpy, and imports this module for
+``rate_upper_95`` (``harness.history.changepoint_power``): so numpy is imported inside the functions
+that use it, never at the module's top, and ``rate_upper_95`` needs only ``math``.
 
 The random generator: ``generator(seed)``, numpy's ``default_rng``, seeded with an int or with a
 sequence of ints (``[seed, crc32(name)]`` gives each named result a stream of its own). One exception,
@@ -23,17 +25,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy at run time: inside each function that uses it (the module's docstring)
+    import numpy as np
+
+    Random = np.random.Generator | np.random.RandomState
 
 CI_LEVEL = 0.95  # every interval the harness states: the gate's, the regression check's, the A/A check's
-
-Random = np.random.Generator | np.random.RandomState
 
 
 def generator(seed: int | Sequence[int]) -> np.random.Generator:
     """The harness's random generator: numpy's default, seeded with ``seed`` (an int, or a sequence
     of ints for streams that must not depend on one another). The same seed, the same draws."""
+    import numpy as np
+
     return np.random.default_rng(seed)
 
 
@@ -41,6 +47,8 @@ def python_stream(seed: int) -> np.random.RandomState:
     """The stream of Python's ``random.Random(seed)`` (MT19937 seeded from the 32-bit words of
     ``abs(seed)``), for ``resample`` to draw as ``random.choices`` does: the gate's, so that a record
     decided before this module replays to the same interval. numpy keeps this stream frozen."""
+    import numpy as np
+
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"a seed is an int, not {seed!r}")
     seed = abs(seed)
@@ -50,6 +58,8 @@ def python_stream(seed: int) -> np.random.RandomState:
 
 def checked(values: Sequence[float], what: str = "samples") -> np.ndarray:
     """``values`` as an array of floats; ValueError unless they are at least one finite number."""
+    import numpy as np
+
     values = list(values)
     if not values:
         raise ValueError(f"a bootstrap needs at least one value in {what}")
@@ -63,6 +73,8 @@ def resample(rng: Random, n: int | Sequence[int], resamples: int) -> np.ndarray:
     a row; ``n`` a sequence, one index below each of its entries (``[n] * k + [m] * l``: ``k``
     indices of one sample, then ``l`` of another, from one stream in turn). A ``Generator`` draws
     with ``integers``; a ``python_stream`` as ``random.choices``, ``floor(random() * n)`` a pick."""
+    import numpy as np
+
     bounds = np.full(n, n) if isinstance(n, int | np.integer) else np.asarray(n)
     if resamples < 1 or len(bounds) < 1 or (bounds < 1).any():
         raise ValueError(f"a resample needs at least one value and one resample, not {n!r} x {resamples!r}")
@@ -83,6 +95,8 @@ def medians(
     """``resamples`` medians of ``values`` resampled with replacement, ``size`` values a resample
     (by default as many as there are; ``statistic`` in place of the median, called on each
     resample as a list). One value and no ``size``: its medians are that value, and nothing is drawn."""
+    import numpy as np
+
     values = checked(values)
     k = len(values) if size is None else size
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -100,6 +114,8 @@ def ratios_of_medians(
 ) -> np.ndarray:
     """``resamples`` ratios median(numerator resampled) / median(denominator resampled), the two
     resampled independently, each resample's numerator drawn before its denominator."""
+    import numpy as np
+
     top, bottom = checked(numerator, "the numerator"), checked(denominator, "the denominator")
     n = len(top)
     picks = resample(rng, [n] * n + [len(bottom)] * len(bottom), resamples)
@@ -122,6 +138,8 @@ def percentile_interval(
     around it. Without: each end a draw, the ``floor(tail * len(draws))``-th from its end (0 the
     outermost), the same rank from both ends. The two differ by less than the gap between
     neighbouring draws; each caller keeps the one its recorded figures were made with."""
+    import numpy as np
+
     checked_level(level)
     draws = np.asarray(draws, dtype=np.float64)
     if draws.ndim != 1 or len(draws) == 0:
@@ -170,6 +188,8 @@ def rate_upper_95(seen: int, trials: int) -> float:
 
 def spread(ratios: Sequence[float]) -> dict:
     """Ratios' median, min, max and largest deviation from 1 (1: no change)."""
+    import numpy as np
+
     ratios = list(ratios)
     if not ratios:
         raise ValueError("a spread needs at least one ratio")

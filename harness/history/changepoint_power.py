@@ -5,11 +5,11 @@ in that module's docstring)."""
 
 from __future__ import annotations
 
-import math
 import random
 import re
 from pathlib import Path
 
+from harness.core.stats import rate_upper_95  # numpy-free: the change-point job has none
 from harness.history.changepoint_rule import find, lower_is_better
 from harness.history.changepoint_series import Series, first_parent, load
 
@@ -69,18 +69,6 @@ def planted(values: list[float], at: int, total: float, over: int = 3) -> list[f
     return [v * (1 + total) ** (min(over, max(0, i - at + 1)) / over) for i, v in enumerate(values)]
 
 
-def upper_95(k: int, n: int) -> float:
-    """The one-sided 95% upper bound of a rate seen k times in n (Clopper-Pearson, by bisection)."""
-    if k >= n:
-        return 1.0
-    lo, hi = k / n, 1.0
-    for _ in range(60):
-        p = (lo + hi) / 2
-        tail = sum(math.comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k + 1))
-        lo, hi = (p, hi) if tail > 0.05 else (lo, p)
-    return hi
-
-
 def power(store: Path, machine: str, draws: int, length: int, seed: int, after: int, only: str = "", log=print) -> dict:
     """False alarms: how many null histories drawn from ``machine``'s committed runs call anything.
     Power: per series whose label matches ``only`` (a regex; "" every one, "^$" none), the smallest
@@ -105,7 +93,7 @@ def power(store: Path, machine: str, draws: int, length: int, seed: int, after: 
             per_key[key] = per_key.get(key, 0) + 1
     log(
         f"{machine}: {fired} of {draws} null histories of {length} commits called something (95% upper bound "
-        f"{upper_95(fired, draws):.2%}), drawn from {len(noise)} runs; called: "
+        f"{rate_upper_95(fired, draws):.2%}), drawn from {len(noise)} runs; called: "
         + (", ".join(f"{by_key[k].label} {n}" for k, n in sorted(per_key.items())) or "nothing")
     )
     at = length - after - 3  # the ramp's first commit
@@ -137,7 +125,7 @@ def power(store: Path, machine: str, draws: int, length: int, seed: int, after: 
         "length": length,
         "after": after,
         "fired": fired,
-        "upper_95": upper_95(fired, draws),
+        "upper_95": rate_upper_95(fired, draws),
         "called": {by_key[k].label: n for k, n in per_key.items()},
         "smallest": {by_key[k].label: v for k, v in smallest.items()},
     }
