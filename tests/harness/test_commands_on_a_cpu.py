@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.core import git
+
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED_GATE = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "planted-base.json"
 NO_GPU = "no CUDA GPU"
@@ -44,10 +46,11 @@ def said(done: subprocess.CompletedProcess) -> str:
 
 def checkout_status() -> str | None:
     """`git status` of the checkout, untracked files one by one; None where it is no git checkout."""
-    done = subprocess.run(
-        ["git", "status", "--porcelain", "--untracked-files=all"], cwd=ROOT, capture_output=True, text=True
-    )
-    return done.stdout if done.returncode == 0 else None
+    try:  # bytes, unstripped: a first line's leading " M" must read the same before and after
+        status = git.output("status", "--porcelain", "--untracked-files=all", cwd=ROOT, binary=True)
+    except git.GitError:
+        return None
+    return status.decode(errors="replace")
 
 
 @pytest.fixture(autouse=True)
@@ -210,12 +213,13 @@ def place_to_run(tmp: Path, command: str) -> Path:
         json.dumps({"version": 1, "html_dir": str(tmp / "html"), "results_dir": str(tmp / "results")})
     )
     if "../pr-checkout" in command:
-        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-        if head.returncode != 0:
+        try:
+            head = git.output("rev-parse", "HEAD", cwd=ROOT)
+        except git.GitError:
             pytest.skip("this tree is no git checkout: there is no commit to clone")
         clone = tmp / "pr-checkout"
-        subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", str(ROOT), str(clone)], check=True)
-        subprocess.run(["git", "update-ref", "--no-deref", "HEAD", head.stdout.strip()], cwd=clone, check=True)
+        git.output("clone", "-q", "--shared", "--no-checkout", str(ROOT), str(clone), cwd=tmp)
+        git.output("update-ref", "--no-deref", "HEAD", head, cwd=clone)
     return work
 
 

@@ -26,6 +26,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 import test_commands_on_a_cpu as on_a_cpu
 
+from harness.core import git
+
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE_SCRIPT = ROOT / "tools" / "gpu-runner" / "offline-bundle.sh"
 
@@ -95,7 +97,7 @@ def without_code_spans(text: str) -> str:
 @cache
 def tracked() -> frozenset[str]:
     """The repository's files (committed or added), as paths relative to its root."""
-    listed = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    listed = git.output("ls-files", "-z", cwd=ROOT)
     return frozenset(name for name in listed.split("\0") if name and (ROOT / name).exists())
 
 
@@ -251,7 +253,7 @@ def made_at_run_time(name: str) -> bool:
     first = name.split("/", 1)[0]
     if re.fullmatch(r"[A-Z_]+", first):
         return True
-    return subprocess.run(["git", "check-ignore", "-q", first], cwd=ROOT).returncode == 0
+    return git_succeeds("check-ignore", "-q", first)
 
 
 # Branches that hold evidence off the code branch (benchmarks/README.md). A page names their files as
@@ -261,13 +263,20 @@ EVIDENCE_BRANCHES = ("results", "asv-results")
 
 
 def on_branch_problem(branch: str, path: str) -> str | None:
-    def git(*args: str) -> bool:
-        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True).returncode == 0
-
-    if not git("rev-parse", "--verify", "-q", f"refs/heads/{branch}"):
+    if not git_succeeds("rev-parse", "--verify", "-q", f"refs/heads/{branch}"):
         return None
     path = path.rstrip("/")
-    return None if git("cat-file", "-e", f"{branch}:{path}") else f"`{branch}:{path}` is not on the {branch} branch"
+    found = git_succeeds("cat-file", "-e", f"{branch}:{path}")
+    return None if found else f"`{branch}:{path}` is not on the {branch} branch"
+
+
+def git_succeeds(*args: str) -> bool:
+    """Whether ``git ARGS`` exits 0 in the checkout (harness.core.git raises GitError where it doesn't)."""
+    try:
+        git.output(*args, cwd=ROOT)
+    except git.GitError:
+        return False
+    return True
 
 
 def reference_problem(name: str) -> str | None:
@@ -625,8 +634,8 @@ def test_the_offline_bundle_script_parses_and_lists_its_pins():
     """The script the runner's docs send a user to: executable, parsed by bash, and its list (read
     with --list: no network) takes CI's pins from requirements/ and installs the Unsloth the docs do."""
     assert BUNDLE_SCRIPT.is_file() and BUNDLE_SCRIPT.stat().st_mode & 0o111, f"{BUNDLE_SCRIPT} is not executable"
-    mode = subprocess.run(["git", "ls-files", "-s", str(BUNDLE_SCRIPT)], cwd=ROOT, capture_output=True, text=True)
-    assert mode.stdout.startswith("100755"), f"git keeps {BUNDLE_SCRIPT.name} without its executable bit: {mode.stdout}"
+    mode = git.output("ls-files", "-s", str(BUNDLE_SCRIPT), cwd=ROOT, check=False)
+    assert mode.startswith("100755"), f"git keeps {BUNDLE_SCRIPT.name} without its executable bit: {mode}"
     parsed = subprocess.run(["bash", "-n", str(BUNDLE_SCRIPT)], capture_output=True, text=True)
     assert parsed.returncode == 0, parsed.stderr
     listed = subprocess.run([str(BUNDLE_SCRIPT), "--list"], capture_output=True, text=True, timeout=30)

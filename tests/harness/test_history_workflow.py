@@ -18,7 +18,9 @@ import yaml
 from cpu_world import run as run_workflows
 from cpu_world import with_run, workflow
 
+from harness.core import git as core_git
 from harness.github import act, rehearsal_world
+from harness.github.rehearsal_world import git  # harness.core.git's, as the rehearsal's bot (commits)
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)
@@ -101,10 +103,6 @@ def on_main(world: rehearsal_world.World, *messages: str) -> list[str]:
 # --- The branch, read and written with plain git (what the test knows without the code under test) ----
 
 
-def git(*args: str, cwd: Path) -> str:
-    return rehearsal_world.git(*args, cwd=cwd)
-
-
 def put_on_branch(world: rehearsal_world.World, store: Path, message: str) -> str:
     """``store``'s files committed on top of the branch (made where there is none) and pushed."""
     writer = world.scratch / "branch-writer"
@@ -134,14 +132,17 @@ def branch_store(world: rehearsal_world.World) -> Path:
     folder = world.scratch / "branch-now"
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir()
-    archive = subprocess.run(["git", "archive", BRANCH], cwd=world.origin, capture_output=True, check=True).stdout
+    archive = core_git.output("archive", BRANCH, cwd=world.origin, binary=True)
     subprocess.run(["tar", "-x", "-C", str(folder)], input=archive, check=True)
     return folder
 
 
 def is_ancestor(world: rehearsal_world.World, older: str, newer: str) -> bool:
-    done = subprocess.run(["git", "merge-base", "--is-ancestor", older, newer], cwd=world.origin, check=False)
-    return done.returncode == 0
+    try:
+        core_git.output("merge-base", "--is-ancestor", older, newer, cwd=world.origin)
+    except core_git.GitError:  # 1: not an ancestor; anything else: git could not tell
+        return False
+    return True
 
 
 def result_file(commit: str) -> str:
