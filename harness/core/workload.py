@@ -1,26 +1,67 @@
-"""The Challenge A workload and the timing primitives every report and the gate share.
+"""The one measuring stack: the weights timed, the implementations timed, and how they are timed.
 
-For each (hd, m, dtype), three ``Linear4bit(compress_statistics=True, quant_type="nf4")`` weights:
-up (hd -> m), gate (hd -> m) and down (m -> hd); each is dequantized, then ``torch.cuda.synchronize()``.
+Every timed figure comes from here: the gate, the regression check's processes, the asv suite
+(``benchmarks/_ruler.py`` composes its figures from these), the tuning tools and the probes.
+
+- The weights: Challenge A's three MLPs (the gate), and the asv suite's weights (``SHAPES`` x
+  ``DTYPES``: the history and the regression check), each a ``Linear4bit(compress_statistics=True,
+  quant_type="nf4")`` initialised on the device and quantized by ``.to``, as the puzzle builds them.
+- The implementations: ``implementation(name)``, each ``fn(layer) -> dequantized weight``.
+- The timings: interleaved rounds of a synchronized loop (Challenge A's: every call followed by
+  ``torch.cuda.synchronize()``), cold-L2 kernel time (``do_bench``), back-to-back CUDA-event time,
+  host time, and a device copy timed each of those ways for scale.
+
+Nothing here imports torch at import: asv imports every benchmark module to discover it, and the
+regression check's trusted parent reads the suite's weights from here without starting torch.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-
-import torch
+from typing import TYPE_CHECKING
 
 from harness.core import exits
 
+if TYPE_CHECKING:
+    import torch
+
 # (hd, m, dtype, seed): the puzzle's three MLPs.
 CHALLENGE_A = (
-    (2048, 8192, torch.float16, 3407),
-    (1024, 4096, torch.bfloat16, 3409),
-    (4096, 14336, torch.bfloat16, 3408),
+    (2048, 8192, "float16", 3407),
+    (1024, 4096, "bfloat16", 3409),
+    (4096, 14336, "bfloat16", 3408),
 )
 ROUNDS_PER_TIMING = 1000
+
+# The asv suite's weights (out_features, in_features): Challenge A's up/gate and down weights, and Llama's.
+SHAPES = {
+    "8192x2048": (8192, 2048),  # Challenge A 1 (hd 2048, m 8192): up / gate
+    "4096x1024": (4096, 1024),  # Challenge A 2 (hd 1024, m 4096)
+    "14336x4096": (14336, 4096),  # Challenge A 3 (hd 4096, m 14336), Llama-3 8B MLP
+    "4096x4096": (4096, 4096),  # Llama attention projections
+    "11008x4096": (11008, 4096),  # Llama-2 7B MLP
+    "28672x8192": (28672, 8192),  # Llama-2/3 70B MLP
+}
+# bfloat16 first: asv's graphs open on the first value of a parameter when all of them would be too
+# many lines (6 shapes x 2 dtypes > 8), and most 4-bit models compute in bf16.
+DTYPES = ("bfloat16", "float16")
+
+# The synchronized loop on one suite weight: interleaved rounds of calls, each call synchronized.
+SUITE_ROUNDS = 5
+SUITE_CALLS = 100  # calls per implementation per round
+SUITE_WARMUP = 3  # calls per implementation before the rounds
+
+IMPLEMENTATIONS = ("nf4kernel", "bitsandbytes", "unsloth")
+
+
+@dataclass(frozen=True)
+class Weights:
+    """Layers timed together: each timing calls an implementation on each of them in turn."""
+
+    label: str
+    layers: tuple  # Linear4bit modules
 
 
 @dataclass
@@ -35,47 +76,66 @@ class Mlp4bit:
         return f"{self.hd}x{self.m} {str(self.dtype).replace('torch.', '')}"
 
 
-def build_mlp(hd: int, m: int, dtype: torch.dtype, seed: int, device: str = "cuda") -> Mlp4bit:
+def linear4bit(fan_in: int, fan_out: int, dtype: torch.dtype, device: str = "cuda"):
+    """One NF4 weight as the puzzle builds it, its state dequantizing to ``dtype``. Initialised on
+    the device (a 28672x8192 fp32 init on the CPU takes seconds), then quantized by ``Params4bit.to``."""
     import bitsandbytes as bnb
 
+    layer = bnb.nn.Linear4bit(
+        fan_in, fan_out, bias=False, compute_dtype=dtype, compress_statistics=True, quant_type="nf4", device=device
+    ).to(device)
+    layer.weight.quant_state.dtype = dtype  # as the puzzle does: dequantize to the compute dtype
+    return layer
+
+
+def build_mlp(hd: int, m: int, dtype: torch.dtype, seed: int, device: str = "cuda") -> Mlp4bit:
+    import torch
+
     torch.manual_seed(seed)
-    layers = []
-    for fan_in, fan_out in ((hd, m), (hd, m), (m, hd)):
-        # Initialised on the device (a 28672x8192 fp32 init on the CPU takes seconds), then
-        # quantized by Params4bit.to, as the puzzle's .to("cuda") does.
-        layer = bnb.nn.Linear4bit(
-            fan_in, fan_out, bias=None, compute_dtype=dtype, compress_statistics=True, quant_type="nf4", device=device
-        ).to(device)
-        layer.weight.quant_state.dtype = dtype  # as the puzzle does: dequantize to the compute dtype
-        layers.append(layer)
-    return Mlp4bit(hd, m, dtype, tuple(layers))
+    return Mlp4bit(hd, m, dtype, tuple(linear4bit(i, o, dtype, device) for i, o in ((hd, m), (hd, m), (m, hd))))
 
 
 def challenge_a(device: str = "cuda") -> list[Mlp4bit]:
-    return [build_mlp(hd, m, dtype, seed, device) for hd, m, dtype, seed in CHALLENGE_A]
+    import torch
+
+    return [build_mlp(hd, m, getattr(torch, dtype), seed, device) for hd, m, dtype, seed in CHALLENGE_A]
+
+
+def key(shape: str, dtype: str) -> str:
+    """A suite weight's name, as asv's parameters and the regression check's results spell it."""
+    return f"{shape} {dtype}"
+
+
+def suite_weight(shape: str, dtype: str, seed: int = 0):
+    """The asv suite's weight ``shape`` (a key of SHAPES), dequantizing to ``dtype``."""
+    import torch
+
+    out_features, in_features = SHAPES[shape]
+    torch.manual_seed(seed)
+    return linear4bit(in_features, out_features, getattr(torch, dtype))
 
 
 # --- Implementations: each takes a Linear4bit and returns its dequantized weight ------------------
 
 
-def nf4kernel_impl() -> Callable:
-    import nf4kernel
+def implementation(name: str) -> Callable:
+    """``fn(layer) -> dequantized weight``. Unsloth's is the path Unsloth chose at import (its fused
+    Triton kernel, or with ``UNSLOTH_BNB_TRITON=0`` its classic one); ImportError where it is missing
+    (it needs a GPU)."""
+    if name == "nf4kernel":
+        import nf4kernel
 
-    return nf4kernel.dequantize
+        return nf4kernel.dequantize
+    if name == "bitsandbytes":
+        import bitsandbytes.functional as F
 
+        return lambda layer: F.dequantize_4bit(layer.weight, layer.weight.quant_state)
+    if name == "unsloth":
+        import unsloth  # noqa: F401  (unsloth patches on import; its kernels module needs it loaded first)
+        from unsloth.kernels.utils import fast_dequantize
 
-def bitsandbytes_impl() -> Callable:
-    import bitsandbytes.functional as F
-
-    return lambda layer: F.dequantize_4bit(layer.weight, layer.weight.quant_state)
-
-
-def unsloth_impl() -> Callable:
-    """Unsloth's fast_dequantize. Raises ImportError where unsloth is missing (it needs a GPU)."""
-    import unsloth  # noqa: F401  (unsloth patches on import; the kernel module needs it loaded first)
-    from unsloth.kernels.utils import fast_dequantize
-
-    return lambda layer: fast_dequantize(layer.weight, layer.weight.quant_state)
+        return lambda layer: fast_dequantize(layer.weight, layer.weight.quant_state)
+    raise ValueError(f"unknown implementation {name!r}; known: {', '.join(IMPLEMENTATIONS)}")
 
 
 def unsloth_version() -> str:
@@ -87,42 +147,83 @@ def unsloth_version() -> str:
 # --- Timing ---------------------------------------------------------------------------------------
 
 
-def time_mlp(fn: Callable, mlp: Mlp4bit, rounds: int = ROUNDS_PER_TIMING) -> float:
-    """Seconds for ``rounds`` x (up, gate, down), synchronizing after every call (the puzzle's loop)."""
+def time_calls(fn: Callable, layers: Sequence, calls: int) -> float:
+    """Seconds for ``calls`` x (each of ``layers``), synchronizing after every call (the puzzle's loop)."""
+    import torch
+
     sync = torch.cuda.synchronize
-    up, gate, down = mlp.layers
     sync()
     start = time.perf_counter()
-    for _ in range(rounds):
-        fn(up)
-        sync()
-        fn(gate)
-        sync()
-        fn(down)
-        sync()
+    for _ in range(calls):
+        for layer in layers:
+            fn(layer)
+            sync()
     return time.perf_counter() - start
 
 
-def bytes_moved(layer) -> int:
-    """Bytes a one-pass dequantization reads and writes: packed codes, both absmax levels, output."""
-    state = layer.weight.quant_state
-    n = state.shape.numel()
-    total = layer.weight.numel() * layer.weight.element_size() + n * state.dtype.itemsize
-    total += state.absmax.numel() * state.absmax.element_size() + state.code.numel() * 4
-    if state.nested:
-        total += state.state2.absmax.numel() * 4 + state.state2.code.numel() * 4 + 4
-    return total
+def interleaved_rounds(
+    impls: dict, workloads: Sequence, rounds: int, calls: int = ROUNDS_PER_TIMING, warmup: int = 2, progress=None
+) -> dict:
+    """times[name][round][workload] in seconds: warm_up, then ``rounds`` x one_round. A workload is
+    anything with ``layers`` (an ``Mlp4bit``, ``Weights``)."""
+    times = {name: [] for name in impls}
+    warm_up(impls, workloads, warmup)
+    for r in range(rounds):
+        for name, seconds in one_round(impls, workloads, r, calls).items():
+            times[name].append(seconds)
+        if progress is not None:
+            progress(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {sum(times[n][r]):.3f} s" for n in impls))
+    return times
 
 
-def copy_bandwidth(n_bytes: int = 1 << 28, repeats: int = 50) -> float:
-    """Device-to-device copy bandwidth in bytes/s (read + written), the ceiling for a streaming kernel."""
-    src = torch.empty(n_bytes, dtype=torch.uint8, device="cuda").random_()
-    dst = torch.empty_like(src)
-    return 2 * n_bytes / event_time(lambda: dst.copy_(src), repeats)
+def warm_up(impls: dict, workloads: Sequence, calls: int = 2) -> None:
+    """Compile and plan outside the timed rounds, as the puzzle does."""
+    for fn in impls.values():
+        for workload in workloads:
+            time_calls(fn, workload.layers, calls)
+
+
+def one_round(impls: dict, workloads: Sequence, index: int, calls: int = ROUNDS_PER_TIMING) -> dict:
+    """{name: [seconds per workload]} for round ``index``: every implementation over every workload,
+    the order reversed every other round so drift (clocks, heat) hits them alike. A caller that adds
+    rounds later passes the next index, so the alternation carries on."""
+    order = list(impls) if index % 2 == 0 else list(reversed(impls))
+    times = {name: [0.0] * len(workloads) for name in impls}
+    for name in order:
+        for i, workload in enumerate(workloads):
+            times[name][i] = time_calls(impls[name], workload.layers, calls)
+    return times
+
+
+def synchronized_per_call(impls: dict, layer, rounds: int = SUITE_ROUNDS) -> dict:
+    """Per-call seconds with ``torch.cuda.synchronize()`` after every call (Challenge A's loop) on one
+    weight: host cost, launch latency and kernel together. ``{name: [seconds per call, one per round]}``."""
+    one = Weights("one weight", (layer,))
+    times = interleaved_rounds(impls, [one], rounds, SUITE_CALLS, warmup=SUITE_WARMUP)
+    return {name: [r[0] / SUITE_CALLS for r in per_round] for name, per_round in times.items()}
+
+
+def kernel_samples(fn: Callable) -> list[float]:
+    """Every call's GPU time in seconds, cold L2: ``triton.testing.do_bench`` zeroes a 256 MB buffer
+    before every call and times each call with CUDA events. The weight streams from HBM, as it does
+    when a model's layers take turns. (The zeroing also leaves the host ahead of the GPU, so the
+    events time the kernel, not the launch.)"""
+    import triton.testing
+
+    return [ms / 1e3 for ms in triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all")]
+
+
+def kernel_seconds(fn: Callable) -> float:
+    """The median of ``kernel_samples``' calls, in seconds (``do_bench``'s own median)."""
+    import triton.testing
+
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
 
 
 def event_time(fn: Callable, repeats: int, warmup: int = 5) -> float:
     """Seconds per call of ``fn``, back to back on the GPU, timed by CUDA events."""
+    import torch
+
     for _ in range(warmup):
         fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -138,6 +239,8 @@ def event_time(fn: Callable, repeats: int, warmup: int = 5) -> float:
 def host_time(fn: Callable, calls: int = 500, warmup: int = 20) -> float:
     """Seconds of host time per call, back to back: the GPU queue absorbs the launches, so the wall
     time of the calls (not synchronized) is what the host spends issuing them."""
+    import torch
+
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -149,43 +252,68 @@ def host_time(fn: Callable, calls: int = 500, warmup: int = 20) -> float:
     return elapsed / calls
 
 
+def bytes_moved(layer) -> int:
+    """Bytes a one-pass dequantization reads and writes: packed codes, both absmax levels, output."""
+    state = layer.weight.quant_state
+    total = layer.weight.numel() * layer.weight.element_size() + state.shape.numel() * state.dtype.itemsize
+    total += state.absmax.numel() * state.absmax.element_size() + state.code.numel() * 4
+    if state.nested:
+        total += state.state2.absmax.numel() * 4 + state.state2.code.numel() * 4 + 4
+    return total
+
+
+def peak_bytes(fn: Callable, layer) -> int:
+    """GPU memory one call allocates at its peak, beyond what was allocated before it."""
+    import torch
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    fn(layer)
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - before
+
+
+def device_copy(moved_bytes: int) -> Callable:
+    """A device-to-device copy moving ``moved_bytes`` (half read, half written): the ceiling for a
+    streaming kernel, timed by whichever timer times the kernel it is set beside."""
+    import torch
+
+    src = torch.empty(moved_bytes // 2, dtype=torch.uint8, device="cuda").random_()
+    dst = torch.empty_like(src)
+    return lambda: dst.copy_(src)
+
+
+def copy_bandwidth(moved_bytes: int = 1 << 29, repeats: int = 50) -> float:
+    """Device copy bandwidth in bytes/s (read + written), back to back (``event_time``)."""
+    return moved_bytes / event_time(device_copy(moved_bytes), repeats)
+
+
+# --- Where there is no GPU ------------------------------------------------------------------------
+
+
+class NoGpu(NotImplementedError):
+    """No CUDA GPU here. A NotImplementedError: what asv reads as "skip this benchmark"."""
+
+
 def require_gpu(what: str) -> None:
-    """One line and exit 4 where there is no CUDA GPU: ``what`` times the kernel on one."""
+    """NoGpu naming ``what`` where torch sees no CUDA GPU."""
+    import torch
+
     if not torch.cuda.is_available():
-        print(f"{what}: no CUDA GPU here: it times the kernel on a GPU; nothing to measure (exit 4)")
-        raise SystemExit(exits.NO_GPU)
+        raise NoGpu(f"{what}: no CUDA GPU here: it times the kernel on a GPU; nothing to measure")
+
+
+def exit_without_gpu(what: str) -> None:
+    """A command's form of ``require_gpu``: one line and exit 4."""
+    try:
+        require_gpu(what)
+    except NoGpu as error:
+        print(f"{error} (exit {exits.NO_GPU})")
+        raise SystemExit(exits.NO_GPU) from None
 
 
 def device_name() -> str:
+    import torch
+
     return torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
-
-
-def interleaved_rounds(impls: dict, mlps: list, rounds: int, calls: int = ROUNDS_PER_TIMING, progress=None) -> dict:
-    """times[name][round][mlp] in seconds: warm_up, then ``rounds`` x one_round."""
-    times = {name: [] for name in impls}
-    warm_up(impls, mlps)
-    for r in range(rounds):
-        for name, seconds in one_round(impls, mlps, r, calls).items():
-            times[name].append(seconds)
-        if progress is not None:
-            progress(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {sum(times[n][r]):.3f} s" for n in impls))
-    return times
-
-
-def warm_up(impls: dict, mlps: list) -> None:
-    """Compile and plan outside the timed rounds, as the puzzle does."""
-    for fn in impls.values():
-        for mlp in mlps:
-            time_mlp(fn, mlp, 2)
-
-
-def one_round(impls: dict, mlps: list, index: int, calls: int = ROUNDS_PER_TIMING) -> dict:
-    """{name: [seconds per mlp]} for round ``index``: every implementation over the whole workload,
-    the order reversed every other round so drift (clocks, heat) hits both alike. A caller that adds
-    rounds later passes the next index, so the alternation carries on."""
-    order = list(impls) if index % 2 == 0 else list(reversed(impls))
-    times = {name: [0.0] * len(mlps) for name in impls}
-    for name in order:
-        for i, mlp in enumerate(mlps):
-            times[name][i] = time_mlp(impls[name], mlp, calls)
-    return times

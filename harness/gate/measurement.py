@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
@@ -48,7 +46,7 @@ def environment(with_unsloth: bool = True) -> dict:
     if not with_unsloth:
         return env
     try:
-        workload.unsloth_impl()
+        workload.implementation("unsloth")
         env["unsloth"] = workload.unsloth_version()
     except Exception as error:  # ImportError, or unsloth refusing this machine
         env["unsloth"] = None
@@ -111,24 +109,11 @@ def check_kernel(record: dict) -> None:
 
 
 def run_classic(rounds: int) -> dict:
-    """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: its own process, on
-    the same kernel (-P: not the current directory's nf4kernel; PYTHONPATH puts the one under test
-    first, then this harness)."""
-    path = kernel_source.python_path(behind=(kernel_source.ROOT,))
-    env = {**os.environ, "UNSLOTH_BNB_TRITON": "0", "PYTHONPATH": path}
-    command = [sys.executable, "-P", "-m", "harness.gate.classic", "--rounds", str(rounds)]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900, check=False)
-    except subprocess.TimeoutExpired:
-        return {"error": "timed out"}
-    if done.returncode != 0:
-        lines = (done.stderr or done.stdout).strip().splitlines() or [f"exit {done.returncode}"]
-        return {"error": lines[-1]}
-    lines = done.stdout.strip().splitlines() or ["(nothing)"]
-    try:
-        return json.loads(lines[-1])
-    except ValueError:
-        return {"error": f"its last line is not JSON: {lines[-1][:200]}"}
+    """Unsloth's classic (bitsandbytes ctypes) path, which it picks at import: a process of its own
+    (``harness/core/classic.py``) on the same kernel under test."""
+    from harness.core import classic
+
+    return classic.in_own_process(["--rounds", str(rounds)], timeout=900)
 
 
 def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> None:
@@ -205,11 +190,7 @@ def measure(
     from harness.core import workload
 
     log(f"{env['device']}: torch {env['torch']}, triton {env['triton']}, unsloth {env['unsloth']}")
-    impls = {
-        "nf4kernel": workload.nf4kernel_impl(),
-        "unsloth": workload.unsloth_impl(),
-        "bitsandbytes": workload.bitsandbytes_impl(),
-    }
+    impls = {name: workload.implementation(name) for name in ("nf4kernel", "unsloth", "bitsandbytes")}
     check_kernel(record)
     log(f"nf4kernel imported from {record['kernel']['imported_from']}")
     record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
@@ -249,7 +230,7 @@ def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
         return record
     from harness.core import workload
 
-    dequantize = workload.nf4kernel_impl()
+    dequantize = workload.implementation("nf4kernel")
     check_kernel(record)
     impls = {noise.A: dequantize, noise.B: dequantize}
     mlps = prepare(record)

@@ -75,7 +75,9 @@ def run(commit: str, suite: str, info: dict, config: str, source: str | None = N
     wrote the parameters alone there."""
     chosen = SUITES[suite]
     ensure_branches(config)
-    env = asv_env(source or str(ROOT))
+    # This checkout behind the kernel: the suite measures through harness/core (staged alone, a
+    # commit's nf4kernel brings nothing else of its tree, so this harness is the one imported).
+    env = asv_env(*([source] if source else []), str(ROOT))
     env[BASELINES_ENV] = chosen.baselines
     command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", info["machine"], "--bench", chosen.bench]
     command += ["--show-stderr"] + (["--quick"] if quick else [])

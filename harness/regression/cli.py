@@ -40,17 +40,16 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks import _ruler
-from harness.core import exits, kernel_source, records
+from harness.core import exits, kernel_source, records, workload
 from harness.regression import paired_rounds
 from harness.regression import rule as regression_rule
 
-SHAPES, DTYPES = tuple(_ruler.SHAPES), _ruler.DTYPES  # the asv suite's weights
+SHAPES, DTYPES = tuple(workload.SHAPES), workload.DTYPES  # the asv suite's weights
 CPU_KEYS = ("1024x512 bfloat16", "1024x512 float16")  # the smoke run's weights, in Triton's interpreter
 
 
 def keys(shapes, dtypes) -> list[str]:
-    return [_ruler.key(shape, dtype) for shape in shapes for dtype in dtypes]
+    return [workload.key(shape, dtype) for shape in shapes for dtype in dtypes]
 
 
 def cuda_available() -> bool:

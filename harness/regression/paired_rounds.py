@@ -2,7 +2,7 @@
 the first pass saw something (``regression_rule.suspects``).
 
 A round is one fresh process of each kernel, back to back, BASE first in odd rounds and HEAD first
-in even ones (``benchmarks/_kernel_samples.py``: every call's time, per weight). Each process runs
+in even ones (``kernel_samples.py``: every call's time, per weight). Each process runs
 the kernel staged alone from its commit (``kernel_source``) with this checkout's ruler, and says
 where it imported nf4kernel from; a process that ran another copy is refused. One discarded process
 of each kernel comes first: it compiles both kernels into their caches and brings the GPU out
@@ -43,16 +43,16 @@ class MeasureError(RuntimeError):
 
 
 def run_side(kernel: kernel_source.Staged, keys: list[str], device: str) -> dict:
-    """One process of one kernel: ``benchmarks/_kernel_samples.py``'s JSON, on its stdout (a pipe to
+    """One process of one kernel: ``kernel_samples.py``'s JSON, on its stdout (a pipe to
     this process, which never imports either kernel). It runs in bubblewrap's sandbox
     (``sandbox.py``): the staged kernel and this checkout read-only, the compile cache of that
     kernel's commit read-write (``sandbox.kernel_cache``), nothing of the job's and nothing of the
     other kernel's; it starts in the staged folder (sys.path[0]: the staged nf4kernel, ahead of this
-    checkout's), with this checkout on PYTHONPATH for the ruler. Without a sandbox here
+    checkout's), with this checkout on PYTHONPATH for the measuring stack. Without a sandbox here
     (``NO_SANDBOX``, set by --no-sandbox), a plain process."""
     staged = kernel.path
     path = kernel_source.python_path(staged, ROOT)
-    command = [sys.executable, "-m", "benchmarks._kernel_samples", "--device", device, "--keys", *keys]
+    command = [sys.executable, "-m", "harness.regression.kernel_samples", "--device", device, "--keys", *keys]
     cache = sandbox.kernel_cache(kernel.commit)
     env = {"PYTHONPATH": path, **sandbox.cache_env(cache)}
     try:

@@ -26,9 +26,9 @@ def main(argv=None) -> int:
     parser.add_argument("--rounds", type=int, default=5, help="interleaved Challenge A rounds per implementation")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
-    workload.require_gpu("perf")
+    workload.exit_without_gpu("perf")
 
-    impls = {"nf4kernel": workload.nf4kernel_impl(), "unsloth": workload.unsloth_impl()}
+    impls = {"nf4kernel": workload.implementation("nf4kernel"), "unsloth": workload.implementation("unsloth")}
     report = {"device": workload.device_name(), "torch": torch.__version__, "unsloth": workload.unsloth_version()}
     import triton
 

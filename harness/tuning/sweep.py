@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     parser.add_argument("--iters", type=int, nargs="+", default=ITERS, help="tiles per program (%(default)s)")
     parser.add_argument("--vectors", type=int, nargs="+", default=VECTORS, help="stores per thread (%(default)s)")
     args = parser.parse_args(argv)
-    workload.require_gpu("sweep")
+    workload.exit_without_gpu("sweep")
     copy_bw = workload.copy_bandwidth()
     print(f"device: {workload.device_name()}   copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
     results = []
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
         mlp = workload.build_mlp(cols_in, rows_out, dtype, seed=0)
         layer = mlp.layers[0]
         tensors, layout = read(layer.weight, layer.weight.quant_state)
-        expected = workload.bitsandbytes_impl()(layer)
+        expected = workload.implementation("bitsandbytes")(layer)
         out = torch.empty_like(expected)
         moved = workload.bytes_moved(layer)
         for num_warps, iters, evict, vector in itertools.product(args.warps, args.iters, EVICTS, args.vectors):

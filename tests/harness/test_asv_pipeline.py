@@ -123,7 +123,8 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
 
 def test_the_benchmark_processes_find_this_checkouts_kernel_without_an_install(monkeypatch):
     """On the GPU runner nothing installs nf4kernel (nox --no-venv) and asv starts its benchmark
-    processes elsewhere: the checkout (or the staged kernel under test) goes first on their path."""
+    processes elsewhere: the checkout (or the staged kernel under test) goes first on their path, and
+    this checkout (the measuring stack, harness/core) behind a staged kernel."""
     from harness.history import asvrun, machine
 
     seen = {}
@@ -134,4 +135,4 @@ def test_the_benchmark_processes_find_this_checkouts_kernel_without_an_install(m
     asvrun.run("f" * 40, "cpu", {"machine": "m"}, "asv.conf.json")
     assert seen["ASV_PYTHONPATH"] == str(asvrun.ROOT)
     asvrun.run("f" * 40, "cpu", {"machine": "m"}, "asv.conf.json", source="/staged")
-    assert seen["ASV_PYTHONPATH"] == "/staged"
+    assert seen["ASV_PYTHONPATH"] == os.pathsep.join(["/staged", str(asvrun.ROOT)])

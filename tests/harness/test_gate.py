@@ -356,8 +356,7 @@ def stand_ins(monkeypatch):
     )
     monkeypatch.setattr(gpu_state, "current_device", lambda: 0)
     monkeypatch.setattr(gpu_state, "snapshot", lambda device: next(snapshots))
-    for name in ("nf4kernel_impl", "unsloth_impl", "bitsandbytes_impl"):
-        monkeypatch.setattr(workload, name, lambda: lambda layer: None)
+    monkeypatch.setattr(workload, "implementation", lambda name: lambda layer: None)
     monkeypatch.setattr(workload, "copy_bandwidth", lambda: 4.19e12)
     monkeypatch.setattr(workload, "challenge_a", lambda: [mlp(), mlp(), mlp()])
     monkeypatch.setattr(workload, "bytes_moved", lambda layer: 4.2e7)

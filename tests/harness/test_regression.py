@@ -145,7 +145,8 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
 
 
 def probe_answer(nf4kernel: str) -> str:
-    """What ``benchmarks/_kernel_samples.py`` prints last: where it imported nf4kernel from, and what it timed."""
+    """What ``harness/regression/kernel_samples.py`` prints last: where it imported nf4kernel from, and
+    what it timed."""
     return json.dumps({"nf4kernel": nf4kernel, "device": "a fake GPU", "samples": {}, "bytes": {}, "peak_bytes": {}})
 
 
@@ -279,7 +280,7 @@ def test_the_first_weight_a_process_times_is_timed_as_long_as_the_next(tmp_path)
     as the regression check starts one: its first weight gets at least half the calls of its second."""
     keys = ["4096x1024 bfloat16", "4096x1024 float16"]
     run = subprocess.run(
-        [sys.executable, "-m", "benchmarks._kernel_samples", "--keys", *keys],
+        [sys.executable, "-m", "harness.regression.kernel_samples", "--keys", *keys],
         cwd=ROOT,
         capture_output=True,
         text=True,

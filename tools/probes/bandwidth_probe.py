@@ -30,7 +30,7 @@ def main(argv=None) -> int:
     print(f"{workload.device_name()}: copy {copy_bw / 1e9:.0f} GB/s (256 MB, read + written)")
     layer = workload.build_mlp(4096, 14336, torch.bfloat16, seed=0).layers[2]
     tensors, layout = read(layer.weight, layer.weight.quant_state)
-    expected = workload.bitsandbytes_impl()(layer)
+    expected = workload.implementation("bitsandbytes")(layer)
     out = torch.empty_like(expected)
     moved = workload.bytes_moved(layer)
 

@@ -109,12 +109,12 @@ def main(argv=None) -> int:
     layers = [layer for mlp in mlps for layer in mlp.layers]
     bare = bare_impl(layers)
     impls = {
-        "nf4kernel": workload.nf4kernel_impl(),
+        "nf4kernel": workload.implementation("nf4kernel"),
         "bare+key": keyed_impl(layers, bare),
         "bare+quick": quick_impl(layers, bare),
         "bare": bare,
         "graph": graph_impl(layers),
-        "unsloth": workload.unsloth_impl(),
+        "unsloth": workload.implementation("unsloth"),
     }
     for layer in layers:
         expected = nf4kernel.dequantize(layer)

@@ -1,11 +1,11 @@
 """One side of one round of the regression check: every call's kernel time, for each weight asked
 for, from the nf4kernel first on this process's path (a commit's, staged by the harness). Prints one
-JSON line; the harness pairs BASE's and HEAD's processes into rounds (``harness/regression/paired_rounds.py``).
+JSON line; the harness pairs BASE's and HEAD's processes into rounds (``paired_rounds.py``).
 
-    python -m benchmarks._kernel_samples --keys "14336x4096 bfloat16" "4096x1024 float16"
-    python -m benchmarks._kernel_samples --device cpu --keys "1024x512 bfloat16"   # the CPU smoke run
+    python -m harness.regression.kernel_samples --keys "14336x4096 bfloat16" "4096x1024 float16"
+    python -m harness.regression.kernel_samples --device cpu --keys "1024x512 bfloat16"   # the CPU smoke run
 
-On a GPU each call is timed as ``KernelTime`` times it (cold L2, CUDA events: ``_ruler.kernel_samples``)
+On a GPU each call is timed as ``KernelTime`` times it (cold L2, CUDA events: ``workload.kernel_samples``)
 and kept, not only their median. On the CPU (Triton's interpreter, any ``RxC`` shape) each call is
 timed by the host clock: that proves the pipeline, and says nothing about the kernel's speed.
 
@@ -20,7 +20,7 @@ import json
 import sys
 import time
 
-from . import _ruler
+from harness.core import exits, workload
 
 CPU_CALLS = 5  # interpreted calls timed per weight on the CPU
 
@@ -53,13 +53,9 @@ def _cpu_samples(call) -> list[float]:
 
 def _state_reader():
     """``read() -> snapshot``: the GPU's clocks, throttle reasons, temperature and power around each
-    weight's timing (evidence for an outlier; ``harness.core.gpu_state``, which the harness that started
-    this process puts on its path), or a reader that says why there is none."""
-    try:
-        from harness.core import gpu_state
-    except ImportError as error:
-        why = {"unavailable": f"harness.core.gpu_state: {error}"}
-        return lambda: why
+    weight's timing (evidence for an outlier)."""
+    from harness.core import gpu_state
+
     device = gpu_state.current_device()
     return lambda: gpu_state.snapshot(device)
 
@@ -69,8 +65,8 @@ def warm_up(ours, key: str) -> None:
     timed on a GPU left idle through the imports: ``do_bench`` sizes its loop from five calls made
     then, so on an H100 that weight got 30-104 calls (median 74) where every later one got 161-1066
     (median 764), the first of them 2-5x slow (benchmarks/results/regression-power/h100/README.md)."""
-    layer = _ruler.build_weight(*key.split())
-    _ruler.kernel_samples(lambda: ours(layer))
+    layer = workload.suite_weight(*key.split())
+    workload.kernel_samples(lambda: ours(layer))
 
 
 def measure(keys: list[str], device: str) -> dict:
@@ -87,20 +83,20 @@ def measure(keys: list[str], device: str) -> dict:
         return found
     import torch
 
-    _ruler.require_gpu()
+    workload.require_gpu("kernel samples")
     found["device"] = torch.cuda.get_device_name()
-    ours, oracle = _ruler.implementation("nf4kernel"), _ruler.implementation("bitsandbytes")
+    ours, oracle = workload.implementation("nf4kernel"), workload.implementation("bitsandbytes")
     state = _state_reader()
     found["states"] = {}
     warm_up(ours, keys[0])
     for key in keys:
-        layer = _ruler.build_weight(*key.split())
+        layer = workload.suite_weight(*key.split())
         if not torch.equal(ours(layer), oracle(layer)):
             raise AssertionError(f"{key}: nf4kernel's output differs from bitsandbytes'")
         found["bytes"][key] = layer.weight.numel() * layer.weight.element_size()
-        found["peak_bytes"][key] = _ruler.peak_bytes(ours, layer)
+        found["peak_bytes"][key] = workload.peak_bytes(ours, layer)
         before = state()
-        found["samples"][key] = _ruler.kernel_samples(lambda layer=layer: ours(layer))
+        found["samples"][key] = workload.kernel_samples(lambda layer=layer: ours(layer))
         found["states"][key] = {"before": before, "after": state()}
         del layer
         torch.cuda.empty_cache()
@@ -108,21 +104,23 @@ def measure(keys: list[str], device: str) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks._kernel_samples", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m harness.regression.kernel_samples", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--keys", nargs="+", required=True, help='weights, each "OUTxIN dtype"')
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args(argv)
     for key in args.keys:
         parts = key.split()
-        if len(parts) != 2 or parts[1] not in _ruler.DTYPES or not all(n.isdigit() for n in parts[0].split("x")):
-            parser.error(f"not a weight: {key!r} (say 'OUTxIN dtype', dtype one of {', '.join(_ruler.DTYPES)})")
-        if args.device == "cuda" and parts[0] not in _ruler.SHAPES:
-            parser.error(f"{parts[0]} is not one of the suite's shapes: {', '.join(_ruler.SHAPES)}")
+        if len(parts) != 2 or parts[1] not in workload.DTYPES or not all(n.isdigit() for n in parts[0].split("x")):
+            parser.error(f"not a weight: {key!r} (say 'OUTxIN dtype', dtype one of {', '.join(workload.DTYPES)})")
+        if args.device == "cuda" and parts[0] not in workload.SHAPES:
+            parser.error(f"{parts[0]} is not one of the suite's shapes: {', '.join(workload.SHAPES)}")
     try:
         found = measure(args.keys, args.device)
-    except NotImplementedError as error:  # require_gpu: no CUDA here
-        print(f"kernel samples: {error}", file=sys.stderr)
-        return 4
+    except workload.NoGpu as error:
+        print(error, file=sys.stderr)
+        return exits.NO_GPU
     except AssertionError as error:
         print(f"kernel samples: {error}", file=sys.stderr)
         return 3
