@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import platform
 import re
-from importlib import metadata
 
 from harness.core import gpu_state
 
-PACKAGES = ("torch", "triton", "bitsandbytes", "unsloth")
+PACKAGES = gpu_state.PACKAGES  # torch, Triton, bitsandbytes, Unsloth
 
 
 def slug(text: str) -> str:
@@ -34,11 +33,10 @@ def slug(text: str) -> str:
 
 
 def version(package: str) -> str:
-    """The installed version, read without importing the package (Unsloth's import takes 30 s)."""
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+    """The installed version (gpu_state, from its metadata: never imported); ``not installed`` where
+    absent, since every value of machine.json is a string."""
+    found = gpu_state.package_version(package)
+    return "not installed" if found is None else found
 
 
 def cpu_model() -> str:
