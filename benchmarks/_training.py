@@ -30,6 +30,8 @@ from pathlib import Path
 
 import torch
 
+from harness.core import markdown as md
+
 from ._training_settings import LLAMA3_8B_LAYER, SETTINGS, TRITON_OP, VOCAB
 
 
@@ -442,18 +444,24 @@ def compiled(model, columns: dict, batch: int, sequence: int, rounds: int = 5, s
     return found
 
 
+def _ranged(value: float, rounds: list[float], digits: int) -> str:
+    """A median with the range over its rounds: ``12.34 (12.01-12.90)``."""
+    return f"{value:.{digits}f} ({min(rounds):.{digits}f}-{max(rounds):.{digits}f})"
+
+
 def linear_table(found: dict) -> list[str]:
     """Markdown lines for ``linear_no_grad``'s figures."""
     names = list(next(iter(found.values())))
-    lines = ["", "One 4096 -> 14336 Linear4bit without grad, µs per call (range over rounds; = : equal to stock):", ""]
-    lines += ["| tokens | " + " | ".join(names) + " |", "| --- | " + " | ".join("---:" for _ in names) + " |"]
-    for n, per in found.items():
-        cells = [
-            f"{v['us_per_call']:.1f} ({min(v['rounds']):.1f}-{max(v['rounds']):.1f})" + " =" * v["equal_to_stock"]
-            for v in per.values()
-        ]
-        lines.append(f"| {n} | " + " | ".join(cells) + " |")
-    return lines
+    rows = [
+        [str(n), *(_ranged(v["us_per_call"], v["rounds"], 1) + " =" * v["equal_to_stock"] for v in per.values())]
+        for n, per in found.items()
+    ]
+    return [
+        "",
+        "One 4096 -> 14336 Linear4bit without grad, µs per call (range over rounds; = : equal to stock):",
+        "",
+        *md.table(["tokens", *names], rows, align="l" + "r" * len(names)),
+    ]
 
 
 def table(figures: dict) -> str:
@@ -464,9 +472,8 @@ def table(figures: dict) -> str:
         f"linear, NF4 double-quantized, bf16; median of {figures['rounds']} interleaved rounds of "
         f"{figures['steps_per_round']} steps.",
         "",
-        "| batch x sequence | " + " | ".join(columns) + " | losses and adapters equal to stock |",
-        "| --- | " + " | ".join("---:" for _ in columns) + " | --- |",
     ]
+    rows = []
     for key, figure in figures["settings"].items():
         stock = figure["timed"]["bitsandbytes"]["step_ms"]
         cells = []
@@ -479,28 +486,26 @@ def table(figures: dict) -> str:
         control = (
             "" if again is None else f" (stock against itself: {'equal' if again['losses_equal'] else 'NOT equal'})"
         )
-        lines.append(f"| {key} | " + " | ".join(cells) + f" | {'yes' if same else 'NO'}{control} |")
+        rows.append([key, *cells, f"{'yes' if same else 'NO'}{control}"])
+    numbers = "l" + "r" * len(columns)
+    lines += md.table(["batch x sequence", *columns, "losses and adapters equal to stock"], rows, align=numbers + "l")
     lines += ["", "Where one step's time goes (ms: dequantize kernels, matmuls, other kernels, GPU idle):", ""]
-    lines += [
-        "| batch x sequence | " + " | ".join(columns) + " |",
-        "| --- | " + " | ".join("---" for _ in columns) + " |",
+    parts = ("dequantize_ms", "matmul_ms", "other_ms", "gpu_idle_ms")
+    rows = [
+        [key, *(" / ".join(f"{figure['where'][n][part]:.2f}" for part in parts) for n in columns)]
+        for key, figure in figures["settings"].items()
     ]
-    for key, figure in figures["settings"].items():
-        w = figure["where"]
-        parts = ("dequantize_ms", "matmul_ms", "other_ms", "gpu_idle_ms")
-        cells = [" / ".join(f"{w[n][part]:.2f}" for part in parts) for n in columns]
-        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    lines += md.table(["batch x sequence", *columns], rows)  # left-aligned: four figures a cell
     lines += [
         "",
         "Decode, ms per token, median (range) of interleaved rounds (no grad: bitsandbytes' fused kernel):",
         "",
     ]
-    lines += ["| batch | " + " | ".join(columns) + " |", "| --- | " + " | ".join("---:" for _ in columns) + " |"]
-    for batch, per in figures["decode"].items():
-        cells = [
-            f"{per[n]['ms_per_token']:.2f} ({min(per[n]['rounds']):.2f}-{max(per[n]['rounds']):.2f})" for n in columns
-        ]
-        lines.append(f"| {batch} | " + " | ".join(cells) + " |")
+    rows = [
+        [str(batch), *(_ranged(per[n]["ms_per_token"], per[n]["rounds"], 2) for n in columns)]
+        for batch, per in figures["decode"].items()
+    ]
+    lines += md.table(["batch", *columns], rows, align=numbers)
     if "linear_no_grad" in figures:
         lines += linear_table(figures["linear_no_grad"])
     for key, modes in figures.get("compiled", {}).items():

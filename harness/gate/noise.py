@@ -11,6 +11,7 @@ Pure, so it is tested on recorded-shaped data.
 
 from __future__ import annotations
 
+from harness.core import markdown as md
 from harness.core import stats
 from harness.gate import decision
 from harness.gate import table as gate_table
@@ -53,14 +54,15 @@ def text(record: dict, found: dict, threshold: float = decision.DEFAULT_THRESHOL
         f"A/A noise check on {env.get('device', 'an unnamed GPU')}: nf4kernel against itself, "
         f"{found['rounds']} interleaved rounds (ratio = B's time / A's; 1 is no noise)",
         "",
-        f"| {'':22s} | {'median':>7s} | {'min':>7s} | {'max':>7s} | {'largest deviation':>17s} |",
-        f"|{'-' * 24}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 19}|",
     ]
-    for row in [*found["shapes"], {"label": "whole round", **whole}]:
-        lines.append(
-            f"| {row['label']:22s} | {row['median']:7.4f} | {row['min']:7.4f} | {row['max']:7.4f} | "
-            f"{row['largest_deviation']:16.2%} |"
-        )
+    rows = [
+        [row["label"], *(f"{row[key]:.4f}" for key in ("median", "min", "max")), f"{row['largest_deviation']:.2%}"]
+        for row in [*found["shapes"], {"label": "whole round", **whole}]
+    ]
+    # The deviations are padded to 16, one narrower than their heading, so the text matches the
+    # A/A summaries already written.
+    header = ("", "median", "min", "max", "largest deviation")
+    lines += md.table(header, rows, align="lrrrr", widths=(22, 7, 7, 7, 16))
     lines += [
         "",
         "per round: "

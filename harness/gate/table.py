@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import statistics
 
+from harness.core import markdown as md
 from harness.gate import decision
 
 IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
@@ -17,9 +18,13 @@ def per_call_us(record: dict, name: str, shape: int) -> float:
     return decision.per_call_us(record["seconds"][name], shape, record["calls_per_timing"])
 
 
-def _row(shape: dict, name: str, us: float, copy: float) -> str:
+TIMING_HEADER = ("shape", "implementation", "us/call", "GB/s", "% copy")
+TIMING_WIDTHS = (22, 16, 8, 6, 6)  # padded: the gate prints this table as well
+
+
+def _row(shape: dict, name: str, us: float, copy: float) -> list[str]:
     gbs = shape["bytes_per_call"] / us / 1e3
-    return f"| {shape['label']:22s} | {name:16s} | {us:8.1f} | {gbs:6.0f} | {100 * gbs * 1e9 / copy:6.1f} |"
+    return [shape["label"], name, f"{us:.1f}", f"{gbs:.0f}", f"{100 * gbs * 1e9 / copy:.1f}"]
 
 
 def timing_table(record: dict) -> list[str]:
@@ -31,16 +36,16 @@ def timing_table(record: dict) -> list[str]:
         f"Challenge A on {env['device']} (copy {copy / 1e9:.0f} GB/s), {record['rounds']} interleaved rounds, "
         "median round:",
         "",
-        f"| {'shape':22s} | {'implementation':16s} | {'us/call':>8s} | {'GB/s':>6s} | {'% copy':>6s} |",
-        f"|{'-' * 24}|{'-' * 18}|{'-' * 10}|{'-' * 8}|{'-' * 8}|",
     ]
     classic = record.get("classic", {})
     timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
+    rows = []
     for i, shape in enumerate(record["shapes"]):
         for name in timed:
-            lines.append(_row(shape, name, per_call_us(record, name, i), copy))
+            rows.append(_row(shape, name, per_call_us(record, name, i), copy))
         if "seconds" in classic:
-            lines.append(_row(shape, "unsloth classic*", per_call_us(classic, "unsloth_classic", i), copy))
+            rows.append(_row(shape, "unsloth classic*", per_call_us(classic, "unsloth_classic", i), copy))
+    lines += md.table(TIMING_HEADER, rows, align="llrrr", widths=TIMING_WIDTHS)
     lines.append("")
     if "seconds" in classic:
         ratio = statistics.median(decision.round_ratios(classic, baseline="unsloth_classic"))

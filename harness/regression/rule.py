@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from harness.core import markdown as md
 from harness.core import records, stats
 
 # Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
@@ -332,20 +333,18 @@ def _us(seconds: float | None) -> str:
 def table(verdict: Judgement) -> str:
     """The job summary's table: per result and group, the change, its interval, the noise it was
     judged against, and whether it was called (and where re-measured, what the first pass read)."""
-    lines = [
-        "| result | BASE µs | HEAD µs | change | 95% interval | noise ± | limit | rounds | called |",
-        "| --- | ---: | ---: | ---: | --- | ---: | ---: | ---: | --- |",
-    ]
+    header = ("result", "BASE µs", "HEAD µs", "change", "95% interval", "noise ±", "limit", "rounds", "called")
     words = {SLOWER: "**slower**", FASTER: "faster", UNCHANGED: "no", OPEN: "no (inside its noise)"}
+    rows = []
     for r in [*verdict.results, *verdict.groups]:
         said = words[r.call]
         if r.first is not None:
             f = r.first
             said += f"; re-measured (first pass {f['change']:.3f}x, {f['ci_low']:.3f} to {f['ci_high']:.3f})"
-        lines.append(
-            f"| {r.name} | {_us(r.base_s)} | {_us(r.head_s)} | {r.change:.3f}x | {r.ci_low:.3f} to {r.ci_high:.3f} "
-            f"| {r.noise:.1%} | {r.limit:.2f}x | {r.rounds} | {said} |"
-        )
+        interval = f"{r.ci_low:.3f} to {r.ci_high:.3f}"
+        change, noise, limit = f"{r.change:.3f}x", f"{r.noise:.1%}", f"{r.limit:.2f}x"
+        rows.append([r.name, _us(r.base_s), _us(r.head_s), change, interval, noise, limit, str(r.rounds), said])
     for m in verdict.memory:
-        lines.append(f"| {m['name']}: peak memory | {m['base_bytes']} B | {m['head_bytes']} B | | | | | | **grew** |")
-    return "\n".join(lines)
+        blank = [None] * 5  # a byte count has no change, interval, noise, limit or rounds
+        rows.append([f"{m['name']}: peak memory", f"{m['base_bytes']} B", f"{m['head_bytes']} B", *blank, "**grew**"])
+    return "\n".join(md.table(header, rows, align="lrrrlrrrl"))
