@@ -7,6 +7,7 @@
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
 #   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's
+#   bash dev/gpu-machine/gpu-session.sh repo host-handles:4 ruler  # each private handle's saving; the asv ruler once
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
 # .gpu-bundle/repo.bundle main` here first): asv records results per commit, and the device's copy
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
@@ -42,6 +43,15 @@ for step in "$@"; do
       spec=${step#host-ab:}; rev=${spec%%:*}; pairs=${spec#*:}; [ "$pairs" = "$spec" ] && pairs=16
       mkdir -p "/tmp/before-$rev" && git archive "$rev" nf4kernel | tar -x -C "/tmp/before-$rev" || exit 1
       timed python3 tools/probes/host_ab.py "/tmp/before-$rev" --pairs "$pairs" --cpu 5 --json "$OUT/host-ab.json" 2>&1 | tee "$OUT/host-ab.log" | tail -n 3 ;;
+    host-handles:*)
+      # Each private handle of nf4kernel/_triton_compat.py off in turn against all on, N rounds.
+      timed python3 tools/probes/host_ab.py --each-handle --pairs "${step#host-handles:}" --cpu 5 --json "$OUT/host-handles.json" 2>&1 \
+        | tee "$OUT/host-handles.log" | tail -n 14 ;;
+    ruler)
+      # The asv suite's ruler on one weight with every baseline (Unsloth's classic path in its own
+      # process included): the figures one asv run records, printed as JSON.
+      timed python3 -c "import json; from benchmarks import _ruler; print(json.dumps(_ruler.measure(shapes=['4096x1024'], dtypes=['bfloat16'])))" \
+        > "$OUT/ruler.log" 2>&1; tail -n 4 "$OUT/ruler.log" | cut -c1-600 ;;
     repo)
       [ -d /tmp/repo/.git ] || git clone -q -b main .gpu-bundle/repo.bundle /tmp/repo || exit 1
       cd /tmp/repo && export PYTHONPATH=/tmp/repo:/tmp/site && git log --oneline -1 ;;
