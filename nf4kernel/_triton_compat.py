@@ -7,7 +7,7 @@ way. Each is read through an accessor here, which takes that refusal path when
 * this torch or Triton lacks the handle or refuses it (looked up once, at import), or
 * its name is in ``DISABLED``: a measurement turns a handle off to see what it saves
   (``tools/probes/host_ab.py --without NAME``; the names are ``HANDLES``' keys). ``disable`` and
-  ``enable`` change the set. Modules read some handles once, at import (``launch_cache``, ``api``),
+  ``enable`` change the set. ``launch_cache`` reads some handles once, at import,
   and a plan keeps what it was made with: change the set before ``nf4kernel.api`` is imported, as
   host_ab's measuring processes do.
 
@@ -60,16 +60,6 @@ HANDLES = {
         "Triton 3.6.0 (CUDA) only: other versions never take it",
         "the direct launch goes through CompiledKernel.run, Triton's Python wrapper",
     ),
-    "increment_version": (
-        "torch._C._increment_version",
-        "torch 2.11 (CUDA), 2.13 (CPU); one tensor in older torch, an iterable in newer",
-        "torch.autograd.graph.increment_version, the public wrapper",
-    ),
-    "is_tracing": (
-        "torch._C._is_tracing",
-        "torch 2.11 (CUDA), 2.13 (CPU)",
-        "torch.jit.is_tracing, the public wrapper",
-    ),
 }
 DISABLED: set[str] = set()
 
@@ -95,8 +85,6 @@ def available() -> dict[str, bool]:
         "raw_stream": _raw_stream is not None and _get_device is not None,
         "direct_launch": _launcher_takes_our_arguments,
         "c_launch_layout": _C_LAUNCH_LAYOUT,
-        "increment_version": _increment_version is not None,
-        "is_tracing": _is_tracing is not None,
     }
     return {name: present[name] for name in HANDLES}
 
@@ -113,8 +101,6 @@ _TensorGuards = _lookup(_guards, "TensorGuards")
 _empty_strided_cuda = _lookup(_guards, "_empty_strided_cuda")
 _raw_stream = _lookup(torch._C, "_cuda_getCurrentRawStream")
 _get_device = _lookup(torch._C, "_cuda_getDevice")
-_increment_version = _lookup(torch._C, "_increment_version")
-_is_tracing = _lookup(torch._C, "_is_tracing")
 _runtime_knobs = _lookup(triton, "knobs", "runtime")  # public from Triton 3.4; launch hooks
 # The C launcher's argument layout under Triton 3.6's Python wrapper, read from its source; other
 # versions go through the wrapper (CompiledKernel.run), whose signature is stable from 3.3 to 3.9.
@@ -151,23 +137,6 @@ def stream_reader():
     if _raw_stream is None or _get_device is None or "raw_stream" in DISABLED:
         return None
     return _raw_stream, _get_device
-
-
-def version_bumper():
-    """``bump(tensor)``: what torch's in-place ops do to a tensor's version counter, so that autograd
-    notices a saved tensor that was overwritten."""
-    if _increment_version is None or "increment_version" in DISABLED:
-        return torch.autograd.graph.increment_version
-    try:
-        _increment_version((torch.empty(0),))
-    except TypeError:  # older torch: one tensor
-        return _increment_version
-    return lambda tensor: _increment_version((tensor,))
-
-
-def is_tracing():
-    """``() -> bool``: whether ``torch.jit.trace`` is recording."""
-    return torch.jit.is_tracing if _is_tracing is None or "is_tracing" in DISABLED else _is_tracing
 
 
 def hooks_active() -> bool:

@@ -63,7 +63,9 @@ _plain_tensors = compat.plain_tensors()
 
 # Read once, at import (``_triton_compat``: a measurement turns a handle off before this import).
 _raw_stream, _current_device = compat.stream_reader() or (None, None)
-bump_version = compat.version_bumper()
+# What torch's in-place ops do to a tensor's version counter, so that autograd notices a saved
+# tensor that was overwritten. The public wrapper: torch._C's own saved nothing measurable on an H200.
+bump_version = torch.autograd.graph.increment_version
 _hooks_active = compat.hooks_active
 
 
