@@ -25,7 +25,8 @@ decides in a later step (``--replay``), in a process where the kernel under test
    set, GPU or harness version; a --json or --summary that can't be written), said in one line, 3
    incorrect, 4 no CUDA GPU, 5 no Unsloth.
 
-The threshold is ``--threshold``, else ``NF4KERNEL_GATE_THRESHOLD``, else 1.15.
+The threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml`` (which
+also refuses, exit 2, a record measured on another GPU), else ``NF4KERNEL_GATE_THRESHOLD``, else 1.15.
 
 ``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
 (``noise.py``): exit 0 when measured, 4 without a GPU.
@@ -40,7 +41,7 @@ import math
 import os
 import sys
 
-from harness.core import gpu_state, records
+from harness.core import gpu_state, gpu_types, records
 from harness.gate import decision, measurement, noise
 from harness.gate.table import markdown, table
 
@@ -54,6 +55,11 @@ def command_line() -> argparse.ArgumentParser:
         "--threshold",
         type=speed_up,
         help=f"minimum median speed-up over Unsloth (default: {THRESHOLD_VARIABLE}, else {decision.DEFAULT_THRESHOLD})",
+    )
+    parser.add_argument(
+        "--gpu-type",
+        metavar="TYPE",
+        help="the GPU type this runs on (.github/gpu-types.toml): its threshold, and its records only",
     )
     parser.add_argument(
         "--rounds",
@@ -139,8 +145,14 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad combination ends here (exit 2), before
     anything is measured."""
     args = parser.parse_args(argv)
+    args.gpu = None
+    if args.gpu_type is not None:
+        try:
+            args.gpu = gpu_types.named(args.gpu_type)
+        except ValueError as error:
+            parser.error(f"--gpu-type: {error}")
     if args.threshold is None:
-        args.threshold = threshold_from_environment(parser)
+        args.threshold = args.gpu.gate_threshold if args.gpu else threshold_from_environment(parser)
     if args.rounds is None:
         args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
     if args.rounds < decision.MIN_ROUNDS:
@@ -305,7 +317,18 @@ def run(args) -> int:
     return report(args, record, verdict)
 
 
+def check_gpu_type(args, record: dict) -> None:
+    """With --gpu-type, a record that timed anything was timed on that type of GPU: a runner carrying
+    the wrong label must not pass a PR against another type's threshold."""
+    device = record.get("environment", {}).get("device")
+    if args.gpu is not None and "seconds" in record and not args.gpu.runs(str(device)):
+        raise records.RecordError(
+            "the record", "environment.device", f"{device!r}, not a GPU of type {args.gpu.name} ({args.gpu.device})"
+        )
+
+
 def report(args, record: dict, verdict: decision.Verdict) -> int:
+    check_gpu_type(args, record)
     if args.measure_only:
         return report_measured(args, record, verdict)
     record["threshold"] = args.threshold

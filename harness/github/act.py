@@ -19,7 +19,12 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from harness.core import gpu_types
+
 HOST = "-self-hosted"  # act's platform value for "run on this machine"
+# The GPU runners' labels (gpu-<type>): a job's runs-on names one through its matrix, which act
+# expands only when it runs the job, so every one is mapped to this machine up front.
+RUNNER_LABELS = tuple(t.runner for t in gpu_types.load().values())
 # Set by `nox -s tests` when it installed requirements/ci-tools.txt: act (and the package index) must
 # then be there. Without it (nox --no-venv on the GPU runner, which has neither) their tests skip.
 CI_TOOLS_FLAG = "NF4KERNEL_CI_TOOLS"
@@ -89,7 +94,7 @@ def run(
         process_env["HOME"] = scratch
         command = [binary(), event, "-C", str(repo), "-W", str(workflows)]
         command += ["--action-cache-path", str(Path(scratch) / "cache"), "--no-cache-server"]
-        for label in sorted(set(labels)):
+        for label in sorted({*labels, *RUNNER_LABELS} - {label for label in labels if "${{" in label}):
             command += ["-P", f"{label}={HOST}"]
         if payload is not None:
             event_file = Path(scratch) / "event.json"

@@ -22,6 +22,7 @@ from pathlib import Path
 import yaml
 
 from harness.core import git as core_git
+from harness.core import gpu_types
 from harness.core.paths import ROOT
 from harness.github import act
 from harness.github.fake_github import FakeGitHub, Pull, Serving
@@ -90,10 +91,14 @@ def read_act_output(lines, started: float, echo: bool) -> Run:
 class World:
     """The throwaway origin, the clone act runs in, the API stand-in and the stand-ins' folders."""
 
-    def __init__(self, scratch: Path, source: Path = ROOT, working_tree: bool = False):
+    def __init__(
+        self, scratch: Path, source: Path = ROOT, working_tree: bool = False, gpu_types: tuple[str, ...] | None = None
+    ):
         """``main`` is ``source``'s HEAD as committed, or with ``working_tree`` its working tree as it is
         (tracked and untracked files git does not ignore: what the tests check is the code in front of
-        them, committed or not)."""
+        them, committed or not), plus one commit where ``.github/gpu-types.toml`` has pull requests and
+        the history run on ``gpu_types`` alone (default: the file's first type pull requests run on):
+        this machine's GPUs."""
         self.scratch = scratch
         self.origin = scratch / "origin.git"
         self.work = scratch / "main"
@@ -106,6 +111,7 @@ class World:
         git("init", "-q", "--bare", "-b", "main", str(self.origin), cwd=scratch)
         git("push", "-q", str(self.origin), f"{head}:refs/heads/main", cwd=source)
         git("clone", "-q", "-b", "main", str(self.origin), str(self.work), cwd=scratch)
+        head = self._run_pull_requests_on(gpu_types)
         git(
             "remote", "set-url", "origin", f"{SERVER}/{REPOSITORY}.git", cwd=self.work
         )  # act reads the repo's name here
@@ -113,6 +119,17 @@ class World:
         self.gitconfig.write_text(f'[url "{self.origin}"]\n\tinsteadOf = {SERVER}/{REPOSITORY}.git\n')
         self.main = head
         self.fake = FakeGitHub(REPOSITORY, permissions={MAINTAINER: "write"})
+
+    def _run_pull_requests_on(self, names: tuple[str, ...] | None) -> str:
+        """Main's new head: the GPU types file with every GPU job's legs on ``names`` alone."""
+        path = self.work / gpu_types.FILE.relative_to(ROOT)
+        types = gpu_types.load(path)
+        names = names or tuple(t.name for t in types.values() if t.pull_requests)[:1]
+        path.write_text(gpu_types.dump(gpu_types.only_on(types, names)))
+        git("add", str(path), cwd=self.work)
+        git("commit", "-q", "--allow-empty", "-m", f"rehearsal: the GPU jobs run on {', '.join(names)}", cwd=self.work)
+        git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=self.work)
+        return git("rev-parse", "HEAD", cwd=self.work)
 
     def commit_pr(self, change: Callable[[Path], str], number: str = PR_NUMBER) -> str:
         """A commit on top of main made by ``change(tree) -> message``, published as the PR's head."""
@@ -163,7 +180,7 @@ class World:
 
     def run(self, event: str, payload: dict, workflows: Path, *, timeout: float, echo: bool = False, env=None) -> Run:
         """act EVENT on ``workflows``, every job on this machine, one at a time (they share its GPU)."""
-        labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu"}
+        labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu", *act.RUNNER_LABELS}
         standins = {}
         for path in workflows.glob("*.yml"):
             for job in yaml.safe_load(path.read_text())["jobs"].values():

@@ -44,12 +44,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness.core import exits
+from harness.core import exits, gpu_types
 from harness.core.gpu_state import gpu_here
 from harness.core.paths import ROOT
 from harness.github import act
@@ -57,11 +58,20 @@ from harness.github.rehearsal_world import Run, World, git
 from harness.github.scenarios import SCENARIOS, check
 
 
-def rehearse(name: str, out: Path, timeout: float = 1500, echo: bool = True) -> int:
+def local_gpu_types() -> tuple[str, ...]:
+    """The types (.github/gpu-types.toml) of this machine's GPUs, as nvidia-smi names them."""
+    done = subprocess.run(
+        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
+    )
+    types = gpu_types.load()
+    return tuple(dict.fromkeys(t for name in done.stdout.splitlines() for t in gpu_types.of_device(name, types)))
+
+
+def rehearse(name: str, out: Path, timeout: float = 1500, echo: bool = True, types: tuple[str, ...] = ()) -> int:
     scenario = SCENARIOS[name]
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"rehearsal-{name}-") as tmp:
-        world = World(Path(tmp))
+        world = World(Path(tmp), gpu_types=types or None)
         if scenario.change is None:
             candidate, event, payload = world.main, "push", world.push_event()
             workflows = world.workflows(("gpu.yml", "history.yml"))
@@ -119,6 +129,13 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return exits.NO_GPU
+    types = local_gpu_types()
+    if not types:
+        print(
+            "rehearsal: this machine's GPU is of no type in .github/gpu-types.toml, so no job would run on it",
+            file=sys.stderr,
+        )
+        return 2
     if shutil.which("python") is None:
         print("rehearsal: the workflows run `python`, and there is none on the PATH", file=sys.stderr)
         return 2
@@ -131,7 +148,7 @@ def main(argv=None) -> int:
         return 2
     if git("status", "--porcelain", "--untracked-files=no", cwd=ROOT):
         print("rehearsal: uncommitted changes are not rehearsed: main is HEAD as committed", flush=True)
-    return rehearse(args.scenario, args.out or ROOT / ".rehearsal" / args.scenario, args.timeout)
+    return rehearse(args.scenario, args.out or ROOT / ".rehearsal" / args.scenario, args.timeout, types=types[:1])
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ def publish(config: str = "asv.conf.json") -> Path:
             f'{config} does not load the site plugin ("plugins": [..., "{SITE_PLUGIN}"]): '
             "asv publish would build pages that load CDNs and graph CPU machines"
         )
+    asvrun.ensure_branches(config)  # a checkout of one commit (a workflow's) has no local main for asv
     try:
         asvrun.asv("publish", config=config)
     except subprocess.CalledProcessError as failed:

@@ -21,6 +21,7 @@ from harness.github import rehearsal_world
 ROOT = Path(__file__).resolve().parents[2]
 GATE_RECORDS = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa"  # one H200 session
 ASV_RECORDED = ROOT / "tests" / "fixtures" / "asv" / "h200-regression-results"  # the push's results
+RECORDED_ON = ("h200",)  # the GPU type of those recordings: a world's pull requests run on it alone
 NOOP, SLOW_2X = None, recorded_samples.planted_2x()  # the regression check's recorded samples: unchanged, the 2x plant
 
 # Gate records of one H200 session: an unplanted run, the 2x plant (0.894x over Unsloth, 36% below

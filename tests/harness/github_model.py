@@ -80,7 +80,9 @@ def labels(job: dict) -> list[str]:
 
 
 def self_hosted(job_labels: list[str]) -> bool:
-    return "self-hosted" in job_labels
+    """A self-hosted runner's job: the label itself, or a GPU type's (gpu-<type>, the one label an
+    actions-runner-controller scale set matches)."""
+    return any(label == "self-hosted" or label.startswith("gpu") for label in job_labels)
 
 
 def runner_takes(job_labels: list[str], workflow_file: str, ref: str) -> bool:
@@ -116,12 +118,12 @@ def stub(workflow: dict, file_name: str, outputs: dict | None = None) -> dict:
             {
                 "id": "marker",
                 "name": "marker",
-                "run": MARKER_SCRIPT + "".join(f'\necho "{k}={v}" >> "$GITHUB_OUTPUT"' for k, v in given.items()),
+                "run": MARKER_SCRIPT + "".join(f"\necho '{k}={v}' >> \"$GITHUB_OUTPUT\"" for k, v in given.items()),
                 "env": {
                     "MARK_FILE": file_name,
                     "MARK_JOB": job_id,
                     "MARK_SHA": checkout_ref(job),
-                    "MARK_MATRIX": "${{ matrix.python }}",
+                    "MARK_MATRIX": "${{ matrix.python }}${{ matrix.gpu }}",
                 },
             }
         ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import cpu_world
 import pytest
 from cpu_world import PLANTED_2X, SLOW_2X, UNPLANTED, gpu_steps_replaced, run
 
@@ -21,7 +22,7 @@ PR_JOBS = {"approve", "gpu-tests", "gate", "regression", "report"}
 
 @pytest.fixture
 def world(tmp_path):
-    return rehearsal_world.World(tmp_path, working_tree=True)
+    return rehearsal_world.World(tmp_path, working_tree=True, gpu_types=cpu_world.RECORDED_ON)
 
 
 def approve(world, candidate, body=None, login=rehearsal_world.MAINTAINER, **replaced_kwargs):

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cpu_world
 import pytest
 import result_files as rf
 import yaml
@@ -31,7 +32,7 @@ BRANCH = "refs/heads/asv-results"
 
 @pytest.fixture
 def world(tmp_path):
-    return rehearsal_world.World(tmp_path, working_tree=True)
+    return rehearsal_world.World(tmp_path, working_tree=True, gpu_types=cpu_world.RECORDED_ON)
 
 
 @pytest.fixture
@@ -165,7 +166,7 @@ def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world, abc
     this_run = rf.write_store(world.scratch / "run", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
     result = push(world, this_run, env_step=cut_off)
     assert result.results.get("benchmark") == "failure", log(result)[-3000:]
-    assert not {"store", "deploy", "changepoints"} & set(result.results)
+    assert not {"store", "site", "deploy", "changepoints"} & set(result.results)
     assert "results-branch: could not read" in log(result)
     assert tip(world) == before and {result_file(A), result_file(B)} <= on_branch(world)
 
@@ -175,9 +176,9 @@ def test_the_first_run_creates_the_branch(world, abc):
     assert git("ls-remote", str(world.origin), BRANCH, cwd=world.scratch) == ""
     this_run = rf.write_store(world.scratch / "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))})
     result = push(world, this_run)
-    assert result.results == dict.fromkeys(("benchmark", "store", "deploy", "changepoints"), "success"), log(result)[
-        -3000:
-    ]
+    assert result.results == dict.fromkeys(
+        ("types", "benchmark", "store", "site", "deploy", "changepoints"), "success"
+    ), log(result)[-3000:]
     assert f"h200: 36 series judged up to {A[:12]}: no regression" in log(result)  # its 3 benchmarks' figures
     assert "h200: no regression, no open issue" in log(result)
     assert "has no asv-results branch yet" in log(result)
@@ -200,7 +201,7 @@ def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(
     assert "changepoints" not in first.results  # nothing new stored: nothing to judge
     refuse.unlink()
     kept_artifact = world.scratch / "run1-artifact"
-    shutil.copytree(world.artifacts / "asv-results", kept_artifact)
+    shutil.copytree(world.artifacts / f"asv-results-{cpu_world.RECORDED_ON[0]}", kept_artifact)
 
     run2 = rf.write_store(
         world.scratch / "run2",
@@ -215,7 +216,7 @@ def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(
     after_run2 = tip(world)
 
     shutil.rmtree(world.artifacts)
-    shutil.copytree(kept_artifact.parent / "run1-artifact", world.artifacts / "asv-results")
+    shutil.copytree(kept_artifact.parent / "run1-artifact", world.artifacts / f"asv-results-{cpu_world.RECORDED_ON[0]}")
     again = only_job(world, "store", "push", world.push_event())
     assert again.results == {"store": "success"}, log(again)[-3000:]
     stored = branch_store(world)
@@ -292,7 +293,7 @@ def test_the_nightly_job_measures_the_newest_commits_with_no_result_at_most_its_
         "repository": {"full_name": rehearsal_world.REPOSITORY, "default_branch": "main"},
     }
     result = run_workflows(world, "schedule", payload, ("history.yml",), replaced)
-    expected = {"backfill": "success", "store-backfilled": "success", "changepoints": "success"}
+    expected = {"types": "success", "backfill": "success", "store-backfilled": "success", "changepoints": "success"}
     assert result.results == expected, log(result)[-3000:]
     assert listed.read_text().split() == [c5, c4, c3]
     stored = on_branch(world)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+import cpu_world
 import pytest
 
 from harness.github import rehearsal_world, rehearse, scenarios
@@ -41,7 +42,7 @@ def test_act_output_gives_each_jobs_result_and_summary():
 
 @pytest.mark.parametrize("name", [n for n, s in scenarios.SCENARIOS.items() if s.change is not None])
 def test_each_scenarios_commit_still_applies_to_this_tree(tmp_path, name):
-    world = rehearsal_world.World(tmp_path, working_tree=True)
+    world = rehearsal_world.World(tmp_path, working_tree=True, gpu_types=cpu_world.RECORDED_ON)
     head = world.commit_pr(scenarios.SCENARIOS[name].change)
     changed = rehearsal_world.git("diff", "--name-only", world.main, head, cwd=world.scratch / "pr-8").split()
     if name == "noop":

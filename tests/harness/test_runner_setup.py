@@ -203,7 +203,7 @@ def test_the_policy_names_exactly_the_workflows_with_gpu_jobs():
     for workflow in gh.read_workflows().values():
         for job in workflow["jobs"].values():
             if gh.self_hosted(gh.labels(job)):
-                assert set(gh.POLICY["runner_labels"]) <= set(gh.labels(job))
+                assert gh.labels(job) == [gh.POLICY["runner_label"]]
 
 
 def test_the_runner_scripts_parse():

@@ -9,17 +9,21 @@ runs with the real steps in test_gpu_workflow_steps.py."""
 from __future__ import annotations
 
 import copy
+import json
 import subprocess
 
 import github_model as gh
 import pytest
 
+from harness.core import gpu_types
 from harness.github import act
 
 REPO = "nf4kernel/nf4kernel"
 FORK = "someone/nf4kernel"
 HEAD = "f0" * 20  # the PR's head commit in the event (the one a maintainer looked at)
 APPROVE = gh.POLICY["approval_command"]
+# approve's matrix of GPU types, as the real job reads it from .github/gpu-types.toml
+GPUS = json.dumps([t.name for t in gpu_types.load().values() if t.pull_requests])
 
 # Where nox installed requirements/ci-tools.txt, a missing act raises here: loud, not a skip.
 if (reason := act.why_not_here()) is not None:
@@ -83,7 +87,7 @@ def simulate(tmp_path, repo, events, payload, pr_workflows=None, approved=None):
         if not started:
             continue
         folder = tmp_path / f"workflows-{event}"
-        gh.write_stubs(folder, started, {"approve": approved or {}})
+        gh.write_stubs(folder, started, {"approve": {"gpus": GPUS, **(approved or {})}})
         markers = tmp_path / f"markers-{event}"
         result = act.run(
             event,

@@ -35,8 +35,11 @@ def jobs():
 
 
 def is_gpu(job) -> bool:
+    """Asks for a GPU runner: `gpu`, or a GPU type's label gpu-<type> (from its matrix)."""
     runs_on = job.get("runs-on", [])
-    return "gpu" in (runs_on if isinstance(runs_on, list) else [runs_on])
+    return any(
+        label == "gpu" or label.startswith("gpu-") for label in (runs_on if isinstance(runs_on, list) else [runs_on])
+    )
 
 
 def runs(job):

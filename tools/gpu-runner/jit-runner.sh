@@ -2,14 +2,19 @@
 # The GPU host's runner loop: one just-in-time runner per job, each on a fresh workspace, home and
 # temp directory, as an unprivileged user that can't read the token this loop holds. When the job
 # ends, the runner is gone (GitHub removes a JIT runner after its one job) and so is everything the
-# job wrote. Run as root by nf4kernel-gpu-runner.service (beside this file); docs/self-hosted-runner.md.
+# job wrote. Run as root by nf4kernel-gpu-runner@.service (beside this file), one loop per GPU, each
+# pinned to its GPU; docs/self-hosted-runner.md.
 #
 # Environment (the service sets it):
 #   GITHUB_ORG       the organization that owns the repository and the runner group
 #   RUNNER_GROUP_ID  printed by configure-github.sh
 #   RUNNER_TEMPLATE  an unpacked actions/runner release, never written to (default /opt/actions-runner)
-#   JOB_USER         the user jobs run as, owning nothing else (default gpu-job)
-#   JOB_ROOT         where each job's runner, home and temp are made and wiped (default /srv/gpu-job)
+#   GPU_TYPE         the GPU's type in .github/gpu-types.toml (h100, h200, t4): the runner's label gpu-<type>
+#   GPU_INDEX        the GPU this loop's jobs get, as nvidia-smi numbers it (the unit's instance, %i):
+#                    the only GPU device node the job's cgroup may open, and CUDA_VISIBLE_DEVICES (its UUID)
+#   JOB_USER         the user jobs run as, owning nothing else (default gpu-job<GPU_INDEX>: one per
+#                    GPU, so the jobs of two GPUs can't signal or read each other's processes)
+#   JOB_ROOT         where each job's runner, home and temp are made and wiped (default /srv/gpu-job<GPU_INDEX>)
 #   CREDENTIALS_DIRECTORY/github-token  set by systemd's LoadCredential=: a fine-grained token (or a
 #                    GitHub App's) with "Self-hosted runners: read and write" on the organization and
 #                    nothing else. It can register runners; the job user can't read it.
@@ -17,10 +22,22 @@
 set -euo pipefail
 
 : "${GITHUB_ORG:?}" "${RUNNER_GROUP_ID:?}" "${CREDENTIALS_DIRECTORY:?run under systemd with LoadCredential=github-token:...}"
+: "${GPU_TYPE:?the GPU type, as named in .github/gpu-types.toml}" "${GPU_INDEX:?the GPU, as nvidia-smi numbers it}"
+case $GPU_TYPE in *[!a-z0-9]* | "") echo "GPU_TYPE: lower-case letters and digits, not '$GPU_TYPE'" >&2; exit 2 ;; esac
+case $GPU_INDEX in *[!0-9]* | "") echo "GPU_INDEX: a number, not '$GPU_INDEX'" >&2; exit 2 ;; esac
 template=${RUNNER_TEMPLATE:-/opt/actions-runner}
-job_user=${JOB_USER:-gpu-job}
-job_root=${JOB_ROOT:-/srv/gpu-job}
-labels='["self-hosted", "linux", "x64", "gpu"]'
+job_user=${JOB_USER:-gpu-job$GPU_INDEX}
+job_root=${JOB_ROOT:-/srv/gpu-job$GPU_INDEX}
+labels="[\"self-hosted\", \"linux\", \"x64\", \"gpu\", \"gpu-$GPU_TYPE\"]"
+
+# This loop's GPU: its UUID (CUDA_VISIBLE_DEVICES by UUID does not depend on CUDA's device order)
+# and its device node's minor number, the one /dev/nvidiaN the job may open besides the driver's
+# shared nodes. The other GPUs' nodes stay closed to the job's cgroup (DevicePolicy=closed).
+gpu_uuid=$(nvidia-smi -i "$GPU_INDEX" --query-gpu=uuid --format=csv,noheader)
+gpu_minor=$(nvidia-smi -i "$GPU_INDEX" -q | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}')
+[ -n "$gpu_uuid" ] && [ -n "$gpu_minor" ] || { echo "no GPU $GPU_INDEX here (nvidia-smi -i $GPU_INDEX)" >&2; exit 2; }
+gpu_only=(-p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$gpu_minor rw" -p "DeviceAllow=/dev/nvidiactl rw")
+gpu_only+=(-p "DeviceAllow=/dev/nvidia-uvm rw" -p "DeviceAllow=/dev/nvidia-uvm-tools rw" --setenv CUDA_VISIBLE_DEVICES="$gpu_uuid")
 
 fresh_workspace() {
   rm -rf --one-file-system "$job_root"
@@ -31,7 +48,7 @@ fresh_workspace() {
 
 jit_config() {
   # One registration, for one job; the name makes each runner traceable in the job's log.
-  local name="gpu-$(hostname -s)-$(date +%s)"
+  local name="gpu-$GPU_TYPE-$(hostname -s)-$GPU_INDEX-$(date +%s)"
   curl -fsS -X POST \
     -H "Authorization: Bearer $(cat "$CREDENTIALS_DIRECTORY/github-token")" \
     -H "Accept: application/vnd.github+json" \
@@ -44,8 +61,8 @@ while true; do
   fresh_workspace
   config=$(jit_config)
   # A transient unit of its own: on exit systemd kills every process the job left behind, and the
-  # job sees its own /tmp, a read-only system, and no way to gain privileges. The GPU stays visible.
-  systemd-run --wait --collect --quiet --unit "gpu-job-$(date +%s)" \
+  # job sees its own /tmp, a read-only system, no way to gain privileges, and its one GPU.
+  systemd-run --wait --collect --quiet --unit "gpu-job$GPU_INDEX-$(date +%s)" "${gpu_only[@]}" \
     --uid "$job_user" --gid "$job_user" \
     -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=tmpfs -p NoNewPrivileges=yes \
     -p ReadWritePaths="$job_root" -p RuntimeMaxSec=3h \
