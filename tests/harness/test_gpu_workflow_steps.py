@@ -149,7 +149,18 @@ def test_a_checkout_of_anything_but_the_approved_commit_is_caught(world):
 def test_a_push_to_main_runs_the_gpu_jobs_and_stores_the_history_at_that_commit(world):
     replaced = gpu_steps_replaced(world, world.main, base_record=None)
     result = run(world, "push", world.push_event(), ("gpu.yml", "history.yml"), replaced)
-    expected = {"approve", "gpu-tests", "gate", "benchmark", "store", "deploy", "changepoints", "on-main"}
+    expected = {
+        "approve",
+        "gpu-tests",
+        "gate",
+        "types",
+        "benchmark",
+        "store",
+        "site",
+        "deploy",
+        "changepoints",
+        "on-main",
+    }
     assert result.results == dict.fromkeys(expected, "success"), log(result)[-3000:]
     assert scenarios.wrong_checkouts(result, trusted=world.main, candidate=world.main) == []
     stored = rehearsal_world.git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin)

@@ -24,6 +24,7 @@ HEAD = "f0" * 20  # the PR's head commit in the event (the one a maintainer look
 APPROVE = gh.POLICY["approval_command"]
 # approve's matrix of GPU types, as the real job reads it from .github/gpu-types.toml
 GPUS = json.dumps([t.name for t in gpu_types.load().values() if t.pull_requests])
+HISTORY_GPUS = json.dumps([t.name for t in gpu_types.load().values() if t.history])  # history.yml's types job
 
 # Where nox installed requirements/ci-tools.txt, a missing act raises here: loud, not a skip.
 if (reason := act.why_not_here()) is not None:
@@ -87,7 +88,9 @@ def simulate(tmp_path, repo, events, payload, pr_workflows=None, approved=None):
         if not started:
             continue
         folder = tmp_path / f"workflows-{event}"
-        gh.write_stubs(folder, started, {"approve": {"gpus": GPUS, **(approved or {})}})
+        gh.write_stubs(
+            folder, started, {"approve": {"gpus": GPUS, **(approved or {})}, "types": {"gpus": HISTORY_GPUS}}
+        )
         markers = tmp_path / f"markers-{event}"
         result = act.run(
             event,
@@ -203,7 +206,9 @@ def test_a_push_to_main_runs_the_gpu_jobs_and_the_history(tmp_path, main_sha):
             ("gpu.yml", "on-main", ""),
             ("history.yml", "changepoints", ""),
             ("history.yml", "deploy", ""),
+            ("history.yml", "site", ""),
             ("history.yml", "store", ""),
+            ("history.yml", "types", ""),
         ]
     )
 
