@@ -134,3 +134,13 @@ def test_the_gate_takes_a_types_threshold_and_refuses_another_types_record(tmp_p
     assert ended.value.code == decision.EXIT_BAD_INPUT
     # --threshold still wins: the type's record check stays
     assert gate.main(["--replay", str(record), "--gpu-type", "h200", "--threshold", "1.5"]) == decision.EXIT_TOO_SLOW
+
+
+def test_every_types_compute_capability_is_compiled_in_ci():
+    """CI compiles the kernel for every target of nf4kernel.targets.FLEET (tests/test_targets.py):
+    a type the checks may run on, T4 included though none has run, is one of them."""
+    from nf4kernel import targets
+
+    for gpu in gpu_types.load().values():
+        major, _, minor = gpu.compute_capability.partition(".")
+        assert int(major) * 10 + int(minor) in targets.FLEET, f"{gpu.name}: sm_{major}{minor} is not compiled in CI"
