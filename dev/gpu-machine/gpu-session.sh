@@ -31,14 +31,14 @@ for step in "$@"; do
     tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short tests > "$OUT/tests.log" 2>&1; tail -n 40 "$OUT/tests.log" ;;
     gpu-tests) python3 -m pytest -n 8 -q -p no:cacheprovider -rfE --tb=short -m gpu tests > "$OUT/gpu-tests.log" 2>&1; tail -n 15 "$OUT/gpu-tests.log" ;;
     unsloth-patch)
-      # Issue 20: nf4kernel.patch() under the real Unsloth. The pytest test runs
+      # nf4kernel.patch() under the real Unsloth. The pytest test runs
       # tests/unsloth_under_the_patch.py in a process of its own, once (47 s on an H100 when it ran
       # alone); its JSON is kept from the test's temporary directory.
       timed python3 -m pytest -q -p no:cacheprovider -rsfE --tb=short --basetemp /tmp/unsloth-patch tests/test_patching.py -k unsloth 2>&1 | tee "$OUT/unsloth-patch-pytest.log" | tail -n 8
       find /tmp/unsloth-patch -name result.json -exec cp {} "$OUT/unsloth-under-the-patch.json" \; 2>/dev/null ;;
     nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
     host-ab:*)
-      # Issue 18: the planned call's host time, this tree against REV's nf4kernel, judged against an
+      # The planned call's host time, this tree against REV's nf4kernel, judged against an
       # unchanged torch call in each process (tools/probes/host_ab.py). host-ab:REV[:PAIRS]
       spec=${step#host-ab:}; rev=${spec%%:*}; pairs=${spec#*:}; [ "$pairs" = "$spec" ] && pairs=16
       mkdir -p "/tmp/before-$rev" && git archive "$rev" nf4kernel | tar -x -C "/tmp/before-$rev" || exit 1
@@ -72,7 +72,7 @@ for step in "$@"; do
       timed python3 -m nox --no-venv -s regression -- "$base" scratch-noop > "$OUT/regression-noop.log" 2>&1
       tail -n 6 "$OUT/regression-noop.log" ;;
     power-noop:*|power-ladder|power-gate)
-      # Issue 21: no-op regression runs, the planted ladder, the gate's relative check on it
+      # The regression check's power: no-op regression runs, the planted ladder, the gate's relative check on it
       # (harness/tuning/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
       what=${step#power-}; what=${what%%:*}; runs=${step#power-noop:}
       [ "$what" = noop ] && extra=(--runs "$runs") || extra=()
