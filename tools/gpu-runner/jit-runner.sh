@@ -33,8 +33,8 @@ labels="[\"self-hosted\", \"linux\", \"x64\", \"gpu\", \"gpu-$GPU_TYPE\"]"
 # This loop's GPU: its UUID (CUDA_VISIBLE_DEVICES by UUID does not depend on CUDA's device order)
 # and its device node's minor number, the one /dev/nvidiaN the job may open besides the driver's
 # shared nodes. The other GPUs' nodes stay closed to the job's cgroup (DevicePolicy=closed).
-gpu_uuid=$(nvidia-smi -i "$GPU_INDEX" --query-gpu=uuid --format=csv,noheader)
-gpu_minor=$(nvidia-smi -i "$GPU_INDEX" -q | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}')
+gpu_uuid=$(nvidia-smi -i "$GPU_INDEX" --query-gpu=uuid --format=csv,noheader 2>/dev/null) || gpu_uuid=
+gpu_minor=$(nvidia-smi -i "$GPU_INDEX" -q 2>/dev/null | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}') || gpu_minor=
 [ -n "$gpu_uuid" ] && [ -n "$gpu_minor" ] || { echo "no GPU $GPU_INDEX here (nvidia-smi -i $GPU_INDEX)" >&2; exit 2; }
 gpu_only=(-p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$gpu_minor rw" -p "DeviceAllow=/dev/nvidiactl rw")
 gpu_only+=(-p "DeviceAllow=/dev/nvidia-uvm rw" -p "DeviceAllow=/dev/nvidia-uvm-tools rw" --setenv CUDA_VISIBLE_DEVICES="$gpu_uuid")
