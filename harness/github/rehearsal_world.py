@@ -24,7 +24,7 @@ import yaml
 from harness.core import git as core_git
 from harness.core import gpu_types
 from harness.core.paths import ROOT
-from harness.github import act
+from harness.github import act, gpu_leases
 from harness.github.fake_github import FakeGitHub, Pull, Serving
 
 STANDINS = ROOT / "harness" / "github" / "standins"
@@ -59,8 +59,9 @@ class Run:
         return "".join(f"<!-- job {job} -->\n{text}\n" for job, text in self.summaries.items())
 
 
-def read_act_output(lines, started: float, echo: bool) -> Run:
-    """Job results, wall times and step summaries from act's output (``--log-prefix-job-id``)."""
+def read_act_output(lines, started: float, echo: bool, on_job_end=None) -> Run:
+    """Job results, wall times and step summaries from act's output (``--log-prefix-job-id``);
+    ``on_job_end(job)`` as each job ends."""
     run = Run(returncode=0)
     summary_of = None
     for raw in lines:
@@ -85,6 +86,8 @@ def read_act_output(lines, started: float, echo: bool) -> Run:
             run.results[job] = "success"
         elif "🏁  Job failed" in rest:
             run.results[job] = "failure"
+        if "🏁  Job" in rest and on_job_end is not None:
+            on_job_end(job)
     return run
 
 
@@ -178,8 +181,20 @@ class World:
             (folder / name).write_text(text)
         return folder
 
-    def run(self, event: str, payload: dict, workflows: Path, *, timeout: float, echo: bool = False, env=None) -> Run:
-        """act EVENT on ``workflows``, every job on this machine, one at a time (they share its GPU)."""
+    def run(
+        self,
+        event: str,
+        payload: dict,
+        workflows: Path,
+        *,
+        timeout: float,
+        echo: bool = False,
+        env=None,
+        gpus: tuple[str, ...] = (),
+    ) -> Run:
+        """act EVENT on ``workflows``, every job on this machine: one at a time (they share its GPU),
+        or with ``gpus`` as many at a time as there are GPUs, each job on one GPU of its own for its
+        whole length (``gpu_leases.py``), as a fleet of one-GPU runners runs them."""
         labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu", *act.RUNNER_LABELS}
         standins = {}
         for path in workflows.glob("*.yml"):
@@ -202,6 +217,18 @@ class World:
             "STANDIN_PYTHON": sys.executable,  # setup-python's stand-in: the interpreter with the harness's tools
             **(env or {}),
         }
+        leases = self.scratch / "gpu-leases"
+        if gpus:
+            real = shutil.which("python", path=process_env.get("PATH"))
+            if real is None:
+                raise RuntimeError("the jobs run `python`, and there is none on the PATH")
+            leases.mkdir(exist_ok=True)
+            shims = gpu_leases.shim(self.scratch / "gpu-shim", real)
+            process_env.update(
+                PATH=f"{shims}{os.pathsep}{process_env.get('PATH', '')}",
+                NF4KERNEL_GPU_LEASES=str(leases),
+                NF4KERNEL_GPUS=" ".join(gpus),
+            )
         with Serving(self.fake) as api_url:
             command = [act.binary(), event, "-C", str(self.work), "-W", str(workflows), "--eventpath", str(event_file)]
             for label in sorted(labels):
@@ -209,14 +236,15 @@ class World:
             for action, folder in sorted(standins.items()):
                 command += ["--local-repository", f"{action}={folder}"]
             command += ["--env", f"GITHUB_API_URL={api_url}", "--secret", f"GITHUB_TOKEN={TOKEN}"]
-            command += ["--log-prefix-job-id", "--concurrent-jobs", "1", "--no-cache-server"]
+            command += ["--log-prefix-job-id", "--concurrent-jobs", str(max(1, len(gpus))), "--no-cache-server"]
             command += ["--action-cache-path", str(self.scratch / "act-cache")]
             started = time.perf_counter()
             process = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=process_env
             )
             try:
-                run = read_act_output(_until(process, started + timeout), started, echo)
+                freed = (lambda job: gpu_leases.release(leases, job)) if gpus else None
+                run = read_act_output(_until(process, started + timeout), started, echo, freed)
             finally:
                 if process.poll() is None:
                     process.kill()

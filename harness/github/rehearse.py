@@ -1,6 +1,7 @@
 """gpu.yml and history.yml run for real on this machine, before GitHub ever sees them.
 
     python -m harness.github.rehearse SCENARIO [--out DIR]        # nox -s rehearse -- SCENARIO
+    python -m harness.github.rehearse SCENARIO --runners 2        # two runners at once, one GPU each
     python -m harness.github.rehearse --list
 
 nektos act (host mode: the jobs are processes here, on this machine's GPU) runs the workflows as
@@ -35,6 +36,11 @@ not run here (no act, no git checkout, no ``python`` on the PATH), 4 without an 
 jobs' steps are the real ones. On a CPU machine, ``nox -s tests -- tests/harness`` runs the same
 workflows with recorded measurements in place of the GPU steps (tests/harness/cpu_world.py).
 
+The jobs run on this machine's GPU type alone (``.github/gpu-types.toml``), one at a time; with
+``--runners N``, N at a time, each job on one GPU of its own for its whole length
+(``gpu_leases.py``), as N one-GPU runners of a fleet would run them. ``jobs.json`` then shows what
+ran in parallel and the wall time.
+
 The world and act's runner are ``rehearsal_world.py``; the scenarios, their plants and what each
 expects, ``scenarios.py``; this module is the command and what it writes.
 """
@@ -58,16 +64,32 @@ from harness.github.rehearsal_world import Run, World, git
 from harness.github.scenarios import SCENARIOS, check
 
 
-def local_gpu_types() -> tuple[str, ...]:
-    """The types (.github/gpu-types.toml) of this machine's GPUs, as nvidia-smi names them."""
+def local_gpus() -> list[tuple[str, str]]:
+    """``(index, type)`` of each GPU here whose type (.github/gpu-types.toml) nvidia-smi's name gives."""
     done = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
+        ["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
     )
     types = gpu_types.load()
-    return tuple(dict.fromkeys(t for name in done.stdout.splitlines() for t in gpu_types.of_device(name, types)))
+    found = []
+    for line in done.stdout.splitlines():
+        index, _, name = line.partition(",")
+        found += [(index.strip(), t) for t in gpu_types.of_device(name.strip(), types)[:1]]
+    return found
 
 
-def rehearse(name: str, out: Path, timeout: float = 1500, echo: bool = True, types: tuple[str, ...] = ()) -> int:
+def local_gpu_types() -> tuple[str, ...]:
+    """The types of this machine's GPUs, first GPU's first."""
+    return tuple(dict.fromkeys(t for _, t in local_gpus()))
+
+
+def rehearse(
+    name: str,
+    out: Path,
+    timeout: float = 1500,
+    echo: bool = True,
+    types: tuple[str, ...] = (),
+    gpus: tuple[str, ...] = (),
+) -> int:
     scenario = SCENARIOS[name]
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f"rehearsal-{name}-") as tmp:
@@ -82,7 +104,7 @@ def rehearse(name: str, out: Path, timeout: float = 1500, echo: bool = True, typ
         print(f"rehearsal {name}: {scenario.about}", flush=True)
         print(f"rehearsal {name}: main {world.main[:12]}, under test {candidate[:12]}, event {event}", flush=True)
         started = time.perf_counter()
-        run = world.run(event, payload, workflows, timeout=timeout, echo=echo)
+        run = world.run(event, payload, workflows, timeout=timeout, echo=echo, gpus=gpus)
         wall = time.perf_counter() - started
         problems = check(scenario, run, world, candidate)
         write_outputs(out, name, scenario, run, world, candidate, wall, problems)
@@ -117,6 +139,12 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, help="where the logs go (default .rehearsal/SCENARIO)")
     parser.add_argument("--timeout", type=float, default=1500, help="seconds before act is stopped (%(default)s)")
     parser.add_argument("--list", action="store_true", help="the scenarios and what each proves")
+    parser.add_argument(
+        "--runners",
+        type=int,
+        default=1,
+        help="runners at once, each job on one GPU of its own (a fleet on one host); at most this type's GPUs (1)",
+    )
     args = parser.parse_args(argv)
     if args.list or not args.scenario:
         for name, scenario in SCENARIOS.items():
@@ -148,7 +176,17 @@ def main(argv=None) -> int:
         return 2
     if git("status", "--porcelain", "--untracked-files=no", cwd=ROOT):
         print("rehearsal: uncommitted changes are not rehearsed: main is HEAD as committed", flush=True)
-    return rehearse(args.scenario, args.out or ROOT / ".rehearsal" / args.scenario, args.timeout, types=types[:1])
+    gpus = tuple(index for index, gpu_type in local_gpus() if gpu_type == types[0])
+    if not 1 <= args.runners <= len(gpus):
+        print(
+            f"rehearsal: --runners is 1 to {len(gpus)} (this machine's {types[0]} GPUs), not {args.runners}",
+            file=sys.stderr,
+        )
+        return 2
+    out = args.out or ROOT / ".rehearsal" / args.scenario
+    return rehearse(
+        args.scenario, out, args.timeout, types=types[:1], gpus=gpus[: args.runners] if args.runners > 1 else ()
+    )
 
 
 if __name__ == "__main__":

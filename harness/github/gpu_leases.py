@@ -1,0 +1,101 @@
+"""One GPU per job in a rehearsal of several runners on one machine (``rehearse --runners N``).
+
+act runs every job on this host; a fleet gives each job a runner with one GPU of its own. The
+rehearsal emulates that: act runs N jobs at a time (``--concurrent-jobs N``), and the first
+``python`` a job starts (a shim first on the job's PATH, ``shim``) claims a free GPU for the whole
+job, a lease file holding the job's name, and runs with ``CUDA_VISIBLE_DEVICES`` set to it, as every
+process it starts does. The rehearsal releases a job's lease when act reports the job done.
+
+Standard library only, and run as a script by the shim (``python3 -P gpu_leases.py claim JOB``):
+the shim runs before anything of the harness is on the job's path.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+WAIT_S = 1800  # a job waits this long for a GPU, as a queued job waits for a runner
+
+
+def claim(folder: Path, job: str, gpus: list[str], wait_s: float = WAIT_S, poll_s: float = 0.5) -> str:
+    """The GPU leased to ``job``: the one it holds already, else the first free one (the lease
+    created atomically), waiting while all are held. TimeoutError after ``wait_s``."""
+    if not gpus:
+        raise ValueError("no GPUs to lease")
+    deadline = time.monotonic() + wait_s
+    while True:
+        for gpu in gpus:
+            lease = folder / f"gpu-{gpu}"
+            try:
+                if lease.read_text() == job:
+                    return gpu
+            except FileNotFoundError:
+                pass
+        for gpu in gpus:
+            try:
+                fd = os.open(folder / f"gpu-{gpu}", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                continue
+            with os.fdopen(fd, "w") as lease:
+                lease.write(job)
+            return gpu
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no GPU of {gpus} came free for {job} in {wait_s:.0f} s")
+        time.sleep(poll_s)
+
+
+def release(folder: Path, job: str) -> list[str]:
+    """Frees every GPU ``job`` holds; the GPUs freed."""
+    freed = []
+    for lease in sorted(folder.glob("gpu-*")):
+        try:
+            if lease.read_text() == job:
+                lease.unlink()
+                freed.append(lease.name.removeprefix("gpu-"))
+        except FileNotFoundError:
+            continue
+    return freed
+
+
+SHIM = """#!/bin/sh
+# The rehearsal's `{name}`: the job's first Python claims a GPU for the whole job (gpu_leases.py).
+if [ -z "${{NF4KERNEL_LEASED:-}}" ]; then
+  gpu=$("{real}" -P "{leases}" claim "${{GITHUB_JOB:?}}") || exit 1
+  export CUDA_VISIBLE_DEVICES="$gpu" NF4KERNEL_LEASED=1
+fi
+exec "{real}" "$@"
+"""
+
+
+def shim(folder: Path, real_python: str) -> Path:
+    """A folder holding ``python`` and ``python3`` that claim the job's GPU, then run ``real_python``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("python", "python3"):
+        path = folder / name
+        path.write_text(SHIM.format(name=name, real=real_python, leases=Path(__file__).resolve()))
+        path.chmod(0o755)
+    return folder
+
+
+def main(argv: list[str]) -> int:
+    """``claim JOB``: prints the job's GPU (NF4KERNEL_GPU_LEASES: the folder; NF4KERNEL_GPUS: the GPUs)."""
+    if len(argv) != 2 or argv[0] != "claim":
+        print("usage: gpu_leases.py claim JOB", file=sys.stderr)
+        return 2
+    folder, gpus = os.environ.get("NF4KERNEL_GPU_LEASES"), os.environ.get("NF4KERNEL_GPUS", "").split()
+    if not folder or not gpus:
+        print("gpu_leases: NF4KERNEL_GPU_LEASES and NF4KERNEL_GPUS name the leases and the GPUs", file=sys.stderr)
+        return 2
+    try:
+        print(claim(Path(folder), argv[1], gpus))
+    except TimeoutError as error:
+        print(f"gpu_leases: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

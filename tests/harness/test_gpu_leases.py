@@ -1,0 +1,106 @@
+"""A rehearsal of several runners on one machine (harness/github/gpu_leases.py): a job holds one GPU for
+its whole length, no two running jobs hold the same one, a job waits while all are held, and the
+rehearsal's world runs as many jobs at a time as it has GPUs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import cpu_world
+import pytest
+import yaml
+
+from harness.github import act, gpu_leases, rehearsal_world
+
+
+def test_a_job_keeps_its_gpu_and_two_jobs_get_two(tmp_path):
+    assert gpu_leases.claim(tmp_path, "gate", ["0", "1"]) == "0"
+    assert gpu_leases.claim(tmp_path, "gate", ["0", "1"]) == "0"  # its later processes: the same GPU
+    assert gpu_leases.claim(tmp_path, "regression", ["0", "1"]) == "1"
+    assert gpu_leases.release(tmp_path, "gate") == ["0"]
+    assert gpu_leases.claim(tmp_path, "gpu-tests", ["0", "1"]) == "0"
+
+
+def test_a_job_waits_while_every_gpu_is_held_and_times_out_saying_so(tmp_path):
+    gpu_leases.claim(tmp_path, "gate", ["0"])
+    later = threading.Timer(0.3, gpu_leases.release, (tmp_path, "gate"))
+    later.start()
+    started = time.monotonic()
+    assert gpu_leases.claim(tmp_path, "regression", ["0"], poll_s=0.05) == "0"
+    assert time.monotonic() - started >= 0.25
+    with pytest.raises(TimeoutError, match="no GPU of"):
+        gpu_leases.claim(tmp_path, "gpu-tests", ["0"], wait_s=0.1, poll_s=0.05)
+    with pytest.raises(ValueError, match="no GPUs"):
+        gpu_leases.claim(tmp_path, "x", [])
+
+
+def test_the_shim_sets_the_jobs_gpu_for_every_process_it_starts(tmp_path):
+    shims = gpu_leases.shim(tmp_path / "shim", sys.executable)
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    env = {**os.environ, "NF4KERNEL_GPU_LEASES": str(leases), "NF4KERNEL_GPUS": "3 5", "GITHUB_JOB": "gate"}
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    child = "import os, subprocess, sys; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+    child += "; subprocess.run([sys.executable, '-c', 'import os; print(os.environ[\"CUDA_VISIBLE_DEVICES\"])'])"
+    done = subprocess.run([str(shims / "python3"), "-c", child], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == ["3", "3"], done.stdout + done.stderr
+    other = subprocess.run(
+        [str(shims / "python"), "-c", "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"],
+        env={**env, "GITHUB_JOB": "regression"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert other.stdout.split() == ["5"], other.stdout + other.stderr
+
+
+# Three GPU-less jobs, each printing its GPU from two processes a second apart.
+JOBS = {
+    name: {
+        "runs-on": "ubuntu-latest",
+        "steps": [
+            {
+                "run": 'python -c \'import os; print("on", os.environ["CUDA_VISIBLE_DEVICES"])\'\n'
+                "sleep 2\n"
+                'python3 -c \'import os; print("on", os.environ["CUDA_VISIBLE_DEVICES"])\''
+            }
+        ],
+    }
+    for name in ("first", "second", "third")
+}
+
+
+@pytest.mark.skipif(act.why_not_here() is not None, reason=str(act.why_not_here()))
+def test_the_world_runs_as_many_jobs_at_a_time_as_it_has_gpus_each_on_its_own(tmp_path):
+    world = rehearsal_world.World(tmp_path / "world", working_tree=True, gpu_types=cpu_world.RECORDED_ON)
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    (folder / "leases.yml").write_text(yaml.safe_dump({"name": "leases", "on": "push", "jobs": JOBS}, sort_keys=False))
+    here = str(os.path.dirname(sys.executable))
+    result = world.run(
+        "push",
+        world.push_event(),
+        folder,
+        timeout=120,
+        env={"PATH": f"{here}{os.pathsep}{os.environ['PATH']}"},
+        gpus=("0", "1"),
+    )
+    assert result.results == dict.fromkeys(JOBS, "success"), "\n".join(line for _, line in result.log)[-3000:]
+    seen = {job: [] for job in JOBS}
+    for _, line in result.log:
+        for job in JOBS:
+            if line.startswith(f"[{job}]") and "| on " in line:
+                seen[job].append(line.rsplit("on ", 1)[1])
+    assert all(len(set(gpus)) == 1 and len(gpus) == 2 for gpus in seen.values()), seen  # one GPU a job
+    spans = {job: result.spans[job] for job in JOBS}
+    for a in JOBS:
+        for b in JOBS:
+            overlap = a < b and spans[a][0] < spans[b][1] and spans[b][0] < spans[a][1]
+            if overlap:
+                assert seen[a][0] != seen[b][0], (a, b, seen, spans)  # running together: two GPUs
+    at_once = max(sum(s[0] <= t < s[1] for s in spans.values()) for t in (s[0] + 0.01 for s in spans.values()))
+    assert at_once == 2, spans  # two runners: two jobs at a time, never three
