@@ -5,6 +5,7 @@
 #   bash dev/gpu-machine/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
 #   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
+#   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
 #   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
 #   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's
 #   bash dev/gpu-machine/gpu-session.sh repo host-handles:4 ruler  # each private handle's saving; the asv ruler once
@@ -91,12 +92,13 @@ for step in "$@"; do
       # A fresh clone of the bundled main (git bundle create .gpu-bundle/repo.bundle main), the
       # offline packages only on the path (not this tree), then the scenario; its logs in one archive
       # (the device returns few files).
-      scenario=${step#rehearse:}
+      # rehearse:SCENARIO[:RUNNERS]: RUNNERS jobs at a time, one GPU each (a fleet on this host)
+      spec=${step#rehearse:}; scenario=${spec%%:*}; runners=${spec#*:}; [ "$runners" = "$spec" ] && runners=1
       clone=/tmp/rehearse-$scenario-$$
       git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
       command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH && echo "(no python on PATH: linked python3)"; }
       (cd "$clone" && git log --oneline -1 && PATH=/tmp/site/bin:$PATH PYTHONPATH=/tmp/site timed python3 -m nox --no-venv -s rehearse -- \
-        "$scenario" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
+        "$scenario" --runners "$runners" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
       tar czf "$OUT/rehearse-$scenario.tgz" -C /tmp "rehearsal-$scenario"
       grep -E "^rehearsal |exit .* in [0-9]+ s\]" "$OUT/rehearse-$scenario.log" | tail -n 12 ;;
     sandbox-overhead:*)
