@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+from typing import NamedTuple
 
 import torch
 
@@ -27,6 +28,29 @@ ITERS = (1, 2, 4, 8)
 EVICTS = ("", "evict_first")
 VECTORS = (1, 2, 4)
 GRAPH_LAUNCHES = 20
+
+
+class Streaming(NamedTuple):
+    """The probes' case: Challenge A's largest weight (down, 4096 x 14336 bf16) and what a variant is
+    checked and scaled against."""
+
+    layer: object  # the Linear4bit
+    tensors: object  # its state, read (nf4kernel.quant_state.read)
+    layout: object
+    expected: torch.Tensor  # bitsandbytes' output: every variant must give it bit for bit
+    out: torch.Tensor  # a buffer of its shape for the variants to write
+    moved: int  # bytes one dequantization reads and writes
+    copy_bw: float  # this GPU's device-copy bandwidth, bytes/s
+
+
+def streaming_case() -> Streaming:
+    """Builds the case, and prints the device and its copy bandwidth."""
+    copy_bw = workload.copy_bandwidth()
+    print(f"{workload.device_name()}: copy {copy_bw / 1e9:.0f} GB/s (256 MB, read + written)")
+    layer = workload.build_mlp(4096, 14336, torch.bfloat16, seed=0).layers[2]
+    tensors, layout = read(layer.weight, layer.weight.quant_state)
+    expected = workload.implementation("bitsandbytes")(layer)
+    return Streaming(layer, tensors, layout, expected, torch.empty_like(expected), workload.bytes_moved(layer), copy_bw)
 
 
 def run_variant(tensors, layout, out, num_warps, iters, evict, vector=1):

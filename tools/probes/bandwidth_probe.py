@@ -19,20 +19,13 @@ import nf4kernel
 from harness.core import workload
 from harness.tuning import sweep
 from nf4kernel import kernel as K
-from nf4kernel.quant_state import read
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer variants")
     args = parser.parse_args(argv)
-    copy_bw = workload.copy_bandwidth()
-    print(f"{workload.device_name()}: copy {copy_bw / 1e9:.0f} GB/s (256 MB, read + written)")
-    layer = workload.build_mlp(4096, 14336, torch.bfloat16, seed=0).layers[2]
-    tensors, layout = read(layer.weight, layer.weight.quant_state)
-    expected = workload.implementation("bitsandbytes")(layer)
-    out = torch.empty_like(expected)
-    moved = workload.bytes_moved(layer)
+    layer, tensors, layout, expected, out, moved, copy_bw = sweep.streaming_case()
 
     def report(label, seconds):
         print(f"  {label:44s} {seconds * 1e6:8.2f} us  {100 * moved / seconds / copy_bw:5.1f}% of copy", flush=True)

@@ -39,7 +39,6 @@ from harness.tuning import sweep
 from nf4kernel import kernel as K
 from nf4kernel import launch
 from nf4kernel.kernel import dequantize_4bit_kernel
-from nf4kernel.quant_state import read
 
 # 0 off; 1 wait, the next kernel scheduled as programs exit (what launches use); 2 wait, then let the
 # next kernel be scheduled at once; 3 wait, and let it be scheduled once the program's stores are issued.
@@ -113,13 +112,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if torch.cuda.get_device_capability() < (9, 0):
         raise SystemExit("programmatic dependent launch needs sm_90 or newer")
-    copy_bw = workload.copy_bandwidth()
-    print(f"{workload.device_name()}: copy {copy_bw / 1e9:.0f} GB/s (256 MB, read + written)")
-    layer = workload.build_mlp(4096, 14336, torch.bfloat16, seed=0).layers[2]
-    tensors, layout = read(layer.weight, layer.weight.quant_state)
-    expected = workload.implementation("bitsandbytes")(layer)
-    out = torch.empty_like(expected)
-    moved = workload.bytes_moved(layer)
+    layer, tensors, layout, expected, out, moved, copy_bw = sweep.streaming_case()
     table = K.tile_shape((layout.n_elements + 1) // 2, layout.blocksize, 2, interpreted=False)
     tiles = {
         "table tile": dict(num_warps=table.num_warps, iters=table.iters, evict=table.evict, vector=table.vector),
