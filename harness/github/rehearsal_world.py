@@ -114,7 +114,7 @@ class World:
         git("init", "-q", "--bare", "-b", "main", str(self.origin), cwd=scratch)
         git("push", "-q", str(self.origin), f"{head}:refs/heads/main", cwd=source)
         git("clone", "-q", "-b", "main", str(self.origin), str(self.work), cwd=scratch)
-        head = self._run_pull_requests_on(gpu_types)
+        head = self._run_gpu_jobs_on(gpu_types)
         git(
             "remote", "set-url", "origin", f"{SERVER}/{REPOSITORY}.git", cwd=self.work
         )  # act reads the repo's name here
@@ -123,7 +123,7 @@ class World:
         self.main = head
         self.fake = FakeGitHub(REPOSITORY, permissions={MAINTAINER: "write"})
 
-    def _run_pull_requests_on(self, names: tuple[str, ...] | None) -> str:
+    def _run_gpu_jobs_on(self, names: tuple[str, ...] | None) -> str:
         """Main's new head: the GPU types file with every GPU job's legs on ``names`` alone."""
         path = self.work / gpu_types.FILE.relative_to(ROOT)
         types = gpu_types.load(path)
@@ -195,7 +195,7 @@ class World:
         """act EVENT on ``workflows``, every job on this machine: one at a time (they share its GPU),
         or with ``gpus`` as many at a time as there are GPUs, each job on one GPU of its own for its
         whole length (``gpu_leases.py``), as a fleet of one-GPU runners runs them."""
-        labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu", *act.RUNNER_LABELS}
+        labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu", *act.runner_labels()}
         standins = {}
         for path in workflows.glob("*.yml"):
             for job in yaml.safe_load(path.read_text())["jobs"].values():

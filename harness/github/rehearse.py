@@ -77,9 +77,10 @@ def local_gpus() -> list[tuple[str, str]]:
     return found
 
 
-def local_gpu_types() -> tuple[str, ...]:
-    """The types of this machine's GPUs, first GPU's first."""
-    return tuple(dict.fromkeys(t for _, t in local_gpus()))
+def local_gpu_types(found: list[tuple[str, str]] | None = None) -> tuple[str, ...]:
+    """The types of this machine's GPUs (``found``: ``local_gpus()``, asked here if not given), first
+    GPU's first."""
+    return tuple(dict.fromkeys(t for _, t in (local_gpus() if found is None else found)))
 
 
 def rehearse(
@@ -157,7 +158,8 @@ def main(argv=None) -> int:
             file=sys.stderr,
         )
         return exits.NO_GPU
-    types = local_gpu_types()
+    found = local_gpus()
+    types = local_gpu_types(found)
     if not types:
         print(
             "rehearsal: this machine's GPU is of no type in .github/gpu-types.toml, so no job would run on it",
@@ -176,7 +178,7 @@ def main(argv=None) -> int:
         return 2
     if git("status", "--porcelain", "--untracked-files=no", cwd=ROOT):
         print("rehearsal: uncommitted changes are not rehearsed: main is HEAD as committed", flush=True)
-    gpus = tuple(index for index, gpu_type in local_gpus() if gpu_type == types[0])
+    gpus = tuple(index for index, gpu_type in found if gpu_type == types[0])
     if not 1 <= args.runners <= len(gpus):
         print(
             f"rehearsal: --runners is 1 to {len(gpus)} (this machine's {types[0]} GPUs), not {args.runners}",
