@@ -6,6 +6,7 @@
 #   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
+#   bash dev/gpu-machine/gpu-session.sh node-closed repo beside:4   # two GPUs: nvidia-smi with the other GPU's node closed; no-op regression runs beside a busy GPU
 #   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
 #   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's
 #   bash dev/gpu-machine/gpu-session.sh repo host-handles:4 ruler  # each private handle's saving; the asv ruler once
@@ -101,6 +102,63 @@ for step in "$@"; do
         "$scenario" --runners "$runners" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
       tar czf "$OUT/rehearse-$scenario.tgz" -C /tmp "rehearsal-$scenario"
       grep -E "^rehearsal |exit .* in [0-9]+ s\]" "$OUT/rehearse-$scenario.log" | tail -n 12 ;;
+    node-closed)
+      # The JIT loop closes every other GPU's device node to a job's cgroup (DevicePolicy=closed):
+      # does nvidia-smi, gpu.yml's first step, still exit 0, and does CUDA see its one GPU? With
+      # systemd as PID 1, the loop's own properties; else bubblewrap, the other nodes absent, then
+      # present but unopenable (a mode-000 file, as an unprivileged user: EACCES where the cgroup
+      # gives EPERM). Everything in node-closed.txt.
+      {
+        echo "pid 1: $(ps -p 1 -o comm=)"; nvidia-smi -L; echo "nvidia-smi exit $?"
+        minor=$(nvidia-smi -i 0 -q | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}')
+        uuid=$(nvidia-smi -i 0 --query-gpu=uuid --format=csv,noheader)
+        echo "GPU 0: /dev/nvidia$minor $uuid"
+        cuda_check=(env CUDA_VISIBLE_DEVICES="$uuid" python3 -c "import torch; print('torch sees', torch.cuda.device_count(), torch.cuda.get_device_name(), torch.ones(1, device='cuda').item())")
+        if [ "$(ps -p 1 -o comm=)" = systemd ]; then
+          closed=(systemd-run --quiet --wait --pipe -p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$minor rw" -p "DeviceAllow=/dev/nvidiactl rw"
+            -p "DeviceAllow=/dev/nvidia-uvm rw" -p "DeviceAllow=/dev/nvidia-uvm-tools rw")
+          "${closed[@]}" nvidia-smi; echo "systemd DevicePolicy=closed: nvidia-smi exit $?"
+          "${closed[@]}" "${cuda_check[@]}"; echo "systemd DevicePolicy=closed: torch exit $?"
+        fi
+        shared=(--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --dev-bind "/dev/nvidia$minor" "/dev/nvidia$minor")
+        for node in /dev/nvidiactl /dev/nvidia-uvm /dev/nvidia-uvm-tools; do [ -e "$node" ] && shared+=(--dev-bind "$node" "$node"); done
+        bwrap "${shared[@]}" nvidia-smi -L; echo "other nodes absent: nvidia-smi exit $?"
+        bwrap "${shared[@]}" nvidia-smi > /dev/null; echo "other nodes absent: nvidia-smi (table) exit $?"
+        bwrap "${shared[@]}" "${cuda_check[@]}"; echo "other nodes absent: torch exit $?"
+        : > /tmp/closed-node && chmod 000 /tmp/closed-node
+        unopenable=("${shared[@]}")
+        for node in /dev/nvidia[0-9]*; do [ "$node" = "/dev/nvidia$minor" ] || unopenable+=(--ro-bind /tmp/closed-node "$node"); done
+        as_nobody=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        "${as_nobody[@]}" bwrap "${unopenable[@]}" nvidia-smi -L; echo "other nodes unopenable, as nobody: nvidia-smi exit $?"
+        "${as_nobody[@]}" bwrap "${unopenable[@]}" nvidia-smi > /dev/null; echo "other nodes unopenable, as nobody: nvidia-smi (table) exit $?"
+        "${as_nobody[@]}" bwrap "${unopenable[@]}" env HOME=/tmp "${cuda_check[@]}"; echo "other nodes unopenable, as nobody: torch exit $?"
+      } > "$OUT/node-closed.txt" 2>&1
+      grep -E "exit|pid 1|GPU 0" "$OUT/node-closed.txt" ;;
+    beside:*)
+      # Issue 37: the regression check's no-op verdict on GPU 0 (harness.tuning.power noop, N runs)
+      # while GPU 1 runs gpu.yml's test job or the gate's measurement, in turn (tests, gate, gate),
+      # until the no-op runs end. After `repo` (the clone). power's runs.jsonl holds each run
+      # (started at the epoch second its name ends with); neighbour.log what GPU 1 ran when.
+      runs=${step#beside:}; mkdir -p "$OUT/beside"; rm -f /tmp/beside-done
+      (
+        n=0
+        while [ ! -e /tmp/beside-done ]; do
+          n=$((n + 1)); start=$(date +%s)
+          if [ $((n % 3)) = 1 ]; then
+            what=tests; CUDA_VISIBLE_DEVICES=1 python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider > "$OUT/beside/neighbour-$n-tests.log" 2>&1
+          else
+            what=gate; CUDA_VISIBLE_DEVICES=1 python3 -m harness.gate --measure-only --no-classic --kernel HEAD \
+              --json "$OUT/beside/neighbour-$n-gate.json" > "$OUT/beside/neighbour-$n-gate.log" 2>&1
+          fi
+          code=$?; echo "$n $what $start $(date +%s) exit $code" >> "$OUT/beside/neighbour.log"
+        done
+      ) &
+      neighbour=$!
+      sleep 20  # the neighbour's first job under way before the first no-op run starts
+      CUDA_VISIBLE_DEVICES=0 timed python3 -m harness.tuning.power noop --runs "$runs" --out "$OUT/beside/noop" > "$OUT/beside/noop.log" 2>&1
+      touch /tmp/beside-done; wait "$neighbour"
+      tail -n 8 "$OUT/beside/noop.log"; cat "$OUT/beside/neighbour.log"
+      grep -h "^nf4kernel vs Unsloth" "$OUT"/beside/neighbour-*-gate.log ;;
     sandbox-overhead:*)
       # The sandbox's cost on the gate's measurement: N runs each way, alternating which goes first,
       # in a fresh clone of the bundled main (plain: --no-sandbox). Both keep their compile caches
