@@ -15,6 +15,7 @@
 # of the tree has no .git. A clone left by an earlier call on the same (warm) machine is reused.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
+TREE=$PWD  # the device's copy of the tree: `repo` moves into a clone, later steps still find the bundle here
 mkdir -p "$OUT" /tmp/site
 [ -d /tmp/site/unsloth ] || tar xzf .gpu-bundle/site.tgz -C /tmp
 # bubblewrap, the sandbox of every process that runs a PR's kernel: Debian's .deb, unpacked (the GPU
@@ -55,7 +56,7 @@ for step in "$@"; do
       timed python3 -c "import json; from benchmarks import _ruler; print(json.dumps(_ruler.measure(shapes=['4096x1024'], dtypes=['bfloat16'])))" \
         > "$OUT/ruler.log" 2>&1; tail -n 4 "$OUT/ruler.log" | cut -c1-600 ;;
     repo)
-      [ -d /tmp/repo/.git ] || git clone -q -b main .gpu-bundle/repo.bundle /tmp/repo || exit 1
+      [ -d /tmp/repo/.git ] || git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" /tmp/repo || exit 1
       cd /tmp/repo && export PYTHONPATH=/tmp/repo:/tmp/site && git log --oneline -1 ;;
     bench) timed python3 -m nox --no-venv -s bench > "$OUT/bench.log" 2>&1; grep -E "^bench:|\[.*exit" "$OUT/bench.log" | tail -n 8 ;;
     backfill:*)
@@ -85,7 +86,7 @@ for step in "$@"; do
       # history.yml's measuring step exactly (python -m nox --no-venv -s bench), in a fresh clone of
       # the bundled main, the offline packages alone on the path; its results and log come back.
       clone=/tmp/main-job-$$
-      git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
       (cd "$clone" && git log --oneline -1 && PYTHONPATH=/tmp/site timed python -m nox --no-venv -s bench) > "$OUT/main-job.log" 2>&1
       tar czf "$OUT/main-job-results.tgz" -C "$clone" .asv/results
       grep -E "^bench:|exit .* in [0-9]+ s\]" "$OUT/main-job.log" | tail -n 8 ;;
@@ -96,7 +97,7 @@ for step in "$@"; do
       # rehearse:SCENARIO[:RUNNERS]: RUNNERS jobs at a time, one GPU each (a fleet on this host)
       spec=${step#rehearse:}; scenario=${spec%%:*}; runners=${spec#*:}; [ "$runners" = "$spec" ] && runners=1
       clone=/tmp/rehearse-$scenario-$$
-      git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
       command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH && echo "(no python on PATH: linked python3)"; }
       (cd "$clone" && git log --oneline -1 && PATH=/tmp/site/bin:$PATH PYTHONPATH=/tmp/site timed python3 -m nox --no-venv -s rehearse -- \
         "$scenario" --runners "$runners" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
@@ -165,7 +166,7 @@ for step in "$@"; do
       # between runs (plain: Triton's, under $TRITON_CACHE_DIR; sandboxed: the commit's own beneath it),
       # so the first run of each is the cold one. Wall times in timings.txt, logs in one archive.
       runs=${step#sandbox-overhead:}; clone=/tmp/overhead-$$
-      git clone -q -b main "$PWD/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
       mkdir -p /tmp/overhead-logs; git -C "$clone" rev-parse HEAD | tee "$OUT/commit.txt"
       for i in $(seq 1 "$runs"); do
         if [ $((i % 2)) = 1 ]; then modes="plain sandbox"; else modes="sandbox plain"; fi
