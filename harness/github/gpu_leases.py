@@ -90,10 +90,13 @@ def main(argv: list[str]) -> int:
         print("gpu_leases: NF4KERNEL_GPU_LEASES and NF4KERNEL_GPUS name the leases and the GPUs", file=sys.stderr)
         return 2
     try:
-        print(claim(Path(folder), argv[1], gpus))
+        gpu = claim(Path(folder), argv[1], gpus)
     except TimeoutError as error:
         print(f"gpu_leases: {error}", file=sys.stderr)
         return 1
+    # On stderr, so act's log shows which GPU each job ran on (the GPU is the shim's stdout).
+    print(f"gpu_leases: {argv[1]} runs on GPU {gpu}", file=sys.stderr)
+    print(gpu)
     return 0
 
 

@@ -56,6 +56,8 @@ def test_the_shim_sets_the_jobs_gpu_for_every_process_it_starts(tmp_path):
         timeout=60,
     )
     assert other.stdout.split() == ["5"], other.stdout + other.stderr
+    # act's log (the job's stderr) says which GPU the job ran on, once per step that starts Python
+    assert other.stderr.count("gpu_leases: regression runs on GPU 5") == 1, other.stderr
 
 
 # Three GPU-less jobs, each printing its GPU from two processes seconds apart.
