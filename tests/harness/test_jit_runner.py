@@ -1,7 +1,8 @@
 """tools/gpu-runner/jit-runner.sh, one loop per GPU, run once (ONE_JOB=1) against stand-ins for what it
 calls on a host (nvidia-smi, curl to GitHub, systemd-run, install/chown): the runner it registers
 carries its GPU type's label, and the job's unit may open that GPU's device node alone, sees it by
-UUID, and runs as that GPU's own user in that GPU's own folder. Bad settings stop it with one line."""
+UUID, has that GPU's share of the host's cores, and runs as that GPU's own user in that GPU's own
+folder. Bad settings stop it with one line."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ FAKES = {
 import sys
 args = sys.argv[1:]
 gpus = {"0": ("GPU-aaaa-0", "0"), "1": ("GPU-bbbb-1", "3")}
+if args == ["-L"]:
+    for index, (uuid, _) in gpus.items():
+        print(f"GPU {index}: NVIDIA H100 80GB HBM3 (UUID: {uuid})")
+    sys.exit(0)
 index = args[args.index("-i") + 1]
 if index not in gpus:
     print(f"No devices were found", file=sys.stderr); sys.exit(6)
@@ -41,6 +46,16 @@ print(json.dumps({"encoded_jit_config": "CONFIG"}))
 import json, os, sys
 with open(os.environ["CALLS"], "a") as log:
     log.write(json.dumps({"tool": "systemd-run", "args": sys.argv[1:]}) + "\\n")
+""",
+    # Eight CPUs: four cores, each with a second thread numbered four above it, as Linux numbers
+    # hyperthreads (LSCPU_CORES overrides the core count, one thread each).
+    "lscpu": """#!/usr/bin/env python3
+import os
+cores = int(os.environ.get("LSCPU_CORES", "0"))
+print("# The following is the parsable format\\n# CPU,Core")
+rows = [(cpu, cpu) for cpu in range(cores)] if cores else [(cpu, cpu % 4) for cpu in range(8)]
+for cpu, core in rows:
+    print(f"{cpu},{core}")
 """,
     # The job user doesn't exist here: ownership is the host's business, not this test's.
     "chown": "#!/bin/sh\nexit 0\n",
@@ -91,6 +106,8 @@ def test_a_loop_registers_its_gpu_types_runner_and_gives_the_job_its_one_gpu(tmp
     assert "DeviceAllow=/dev/nvidia3 rw" in allowed  # GPU 1's node, by its minor number
     assert not [a for a in allowed if a.startswith("DeviceAllow=/dev/nvidia0")], allowed  # not GPU 0's
     assert "CUDA_VISIBLE_DEVICES=GPU-bbbb-1" in unit
+    # GPU 1 of 2 gets the second half of the cores, each with both its threads
+    assert unit[unit.index("AllowedCPUs=2,3,6,7") - 1] == "-p"
     assert unit[unit.index("--uid") + 1] == "gpu-job1"
     assert unit[-2:] == ["--jitconfig", "CONFIG"]
 
@@ -103,6 +120,7 @@ def test_a_loop_registers_its_gpu_types_runner_and_gives_the_job_its_one_gpu(tmp
         ({"GPU_TYPE": "H100", "GPU_INDEX": "0"}, "GPU_TYPE: lower-case letters and digits"),
         ({"GPU_TYPE": "h100", "GPU_INDEX": "0;rm"}, "GPU_INDEX: a number"),
         ({"GPU_TYPE": "h100", "GPU_INDEX": "5"}, "no GPU 5 here"),
+        ({"GPU_TYPE": "h100", "GPU_INDEX": "1", "LSCPU_CORES": "1"}, "no CPU cores left for GPU 1"),
     ],
 )
 def test_a_loop_with_bad_settings_registers_nothing(tmp_path, settings, why):

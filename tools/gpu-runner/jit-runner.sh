@@ -11,7 +11,8 @@
 #   RUNNER_TEMPLATE  an unpacked actions/runner release, never written to (default /opt/actions-runner)
 #   GPU_TYPE         the GPU's type in .github/gpu-types.toml (h100, h200, t4): the runner's label gpu-<type>
 #   GPU_INDEX        the GPU this loop's jobs get, as nvidia-smi numbers it (the unit's instance, %i):
-#                    the only GPU device node the job's cgroup may open, and CUDA_VISIBLE_DEVICES (its UUID)
+#                    the only GPU device node the job's cgroup may open, and CUDA_VISIBLE_DEVICES (its UUID);
+#                    the job's CPUs are this GPU's share of the host's cores
 #   JOB_USER         the user jobs run as, owning nothing else (default gpu-job<GPU_INDEX>: one per
 #                    GPU, so the jobs of two GPUs can't signal or read each other's processes)
 #   JOB_ROOT         where each job's runner, home and temp are made and wiped (default /srv/gpu-job<GPU_INDEX>)
@@ -36,7 +37,17 @@ labels="[\"self-hosted\", \"linux\", \"x64\", \"gpu\", \"gpu-$GPU_TYPE\"]"
 gpu_uuid=$(nvidia-smi -i "$GPU_INDEX" --query-gpu=uuid --format=csv,noheader 2>/dev/null) || gpu_uuid=
 gpu_minor=$(nvidia-smi -i "$GPU_INDEX" -q 2>/dev/null | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}') || gpu_minor=
 [ -n "$gpu_uuid" ] && [ -n "$gpu_minor" ] || { echo "no GPU $GPU_INDEX here (nvidia-smi -i $GPU_INDEX)" >&2; exit 2; }
-gpu_only=(-p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$gpu_minor rw" -p "DeviceAllow=/dev/nvidiactl rw")
+# This loop's CPUs: the host's cores split evenly across its GPUs, each core with all its threads
+# (lscpu's core ids), so one job's test workers (pytest -n auto: a worker per core of the host) can't
+# crowd the timing loops of a gate on another GPU. On two H200s the gate's interval beside the test
+# job was several times as wide as alone (benchmarks/results/fleet-two-h200).
+gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') || gpu_count=0
+gpu_cpus=$(lscpu -p=CPU,CORE | awk -F, -v i="$GPU_INDEX" -v g="$gpu_count" '
+  /^#/ { next }
+  { n++; cpu[n] = $1; core[n] = $2; if ($2 + 1 > cores) cores = $2 + 1 }
+  END { for (r = 1; r <= n; r++) if (g > 0 && int(core[r] * g / cores) == i) list = list (list == "" ? "" : ",") cpu[r]; print list }')
+[ -n "$gpu_cpus" ] || { echo "no CPU cores left for GPU $GPU_INDEX: $gpu_count GPUs share too few cores (lscpu -p=CPU,CORE)" >&2; exit 2; }
+gpu_only=(-p "AllowedCPUs=$gpu_cpus" -p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$gpu_minor rw" -p "DeviceAllow=/dev/nvidiactl rw")
 gpu_only+=(-p "DeviceAllow=/dev/nvidia-uvm rw" -p "DeviceAllow=/dev/nvidia-uvm-tools rw" --setenv CUDA_VISIBLE_DEVICES="$gpu_uuid")
 
 fresh_workspace() {
@@ -61,7 +72,7 @@ while true; do
   fresh_workspace
   config=$(jit_config)
   # A transient unit of its own: on exit systemd kills every process the job left behind, and the
-  # job sees its own /tmp, a read-only system, no way to gain privileges, and its one GPU.
+  # job sees its own /tmp, a read-only system, no way to gain privileges, its one GPU and its cores.
   systemd-run --wait --collect --quiet --unit "gpu-job$GPU_INDEX-$(date +%s)" "${gpu_only[@]}" \
     --uid "$job_user" --gid "$job_user" \
     -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=tmpfs -p NoNewPrivileges=yes \
