@@ -331,7 +331,34 @@ def check_controller_version(objects):
     return problems
 
 
+def _quantity(value) -> str:
+    return str(value) if value is not None else ""
+
+
+def check_guaranteed_cpus(objects):
+    """Every runner pod is of the Guaranteed class with whole CPUs: each container's CPU and memory
+    requests equal its limits (a request left out defaults to the limit), the CPUs a whole number.
+    Where the kubelet runs the static CPU manager, the runner then has cores no other pod shares, so a
+    neighbour's test job can't crowd a gate's timing (benchmarks/results/fleet-two-h200)."""
+    problems = []
+    for rs in runner_sets(objects):
+        for c in all_containers(pod_spec(rs)):
+            where = f"{rs['metadata']['name']}/{c.get('name')}"
+            resources = c.get("resources", {})
+            limits, requests = resources.get("limits", {}), resources.get("requests", {})
+            for resource in ("cpu", "memory"):
+                if resource not in limits:
+                    problems.append(f"{where}: no {resource} limit")
+                elif _quantity(requests.get(resource, limits[resource])) != _quantity(limits[resource]):
+                    wanted = limits[resource]
+                    problems.append(f"{where}: {resource} request {requests[resource]!r} is not its limit {wanted!r}")
+            if not _quantity(limits.get("cpu")).isdigit():
+                problems.append(f"{where}: cpu {limits.get('cpu')!r} is not a whole number of CPUs")
+    return problems
+
+
 CHECKS = {
+    "guaranteed_cpus": check_guaranteed_cpus,
     "one_gpu": check_one_gpu,
     "non_root": check_non_root,
     "read_only_root": check_read_only_root,
@@ -446,6 +473,12 @@ BREAKS = {
     "seccomp-runtime-default": (
         "seccomp",
         lambda o: _spec(o)["securityContext"].update(seccompProfile={"type": "RuntimeDefault"}),
+    ),
+    "burstable-cpu": ("guaranteed_cpus", lambda o: _container(o)["resources"]["requests"].update(cpu="4")),
+    "no-memory-limit": ("guaranteed_cpus", lambda o: _container(o)["resources"]["limits"].pop("memory")),
+    "fractional-cpu": (
+        "guaranteed_cpus",
+        lambda o: [_container(o)["resources"][k].update(cpu="7500m") for k in ("requests", "limits")],
     ),
     "min-1": ("scaling", lambda o: _runner(o)["spec"].update(minRunners=1)),
     "no-max": ("scaling", lambda o: _runner(o)["spec"].pop("maxRunners")),
