@@ -7,6 +7,7 @@
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
 #   bash dev/gpu-machine/gpu-session.sh node-closed repo beside:4   # two GPUs: nvidia-smi with the other GPU's node closed; no-op regression runs beside a busy GPU
+#   bash dev/gpu-machine/gpu-session.sh repo gate-beside-tests gate-beside-tests:pinned   # two GPUs: the gate beside the test job, without and with each side on its own cores
 #   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
 #   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's
 #   bash dev/gpu-machine/gpu-session.sh repo host-handles:4 ruler  # each private handle's saving; the asv ruler once
@@ -160,6 +161,29 @@ for step in "$@"; do
       touch /tmp/beside-done; wait "$neighbour"
       tail -n 8 "$OUT/beside/noop.log"; cat "$OUT/beside/neighbour.log"
       grep -h "^nf4kernel vs Unsloth" "$OUT"/beside/neighbour-*-gate.log ;;
+    gate-beside-tests|gate-beside-tests:pinned)
+      # The gate's interval on GPU 0 alone, then while GPU 1 runs gpu.yml's test job (gates one after
+      # another until it ends), then alone again: the order confound of a machine's first run is on
+      # both sides. :pinned gives each side its GPU's share of the cores (taskset -c with
+      # tools/gpu-runner/gpu-cpus.sh, as the JIT loop's AllowedCPUs=). After `repo`. Everything in
+      # $OUT/gate-beside-tests[-pinned]/, the verdict lines in its summary.txt.
+      pin=${step#gate-beside-tests}; dir="$OUT/gate-beside-tests${pin:+-pinned}"; mkdir -p "$dir"
+      on() {  # on GPU COMMAND...: CUDA_VISIBLE_DEVICES=GPU, pinned to its cores if asked
+        local gpu=$1; shift
+        if [ -n "$pin" ]; then CUDA_VISIBLE_DEVICES=$gpu taskset -c "$(bash "$TREE/tools/gpu-runner/gpu-cpus.sh" "$gpu" 2)" "$@"
+        else CUDA_VISIBLE_DEVICES=$gpu "$@"; fi
+      }
+      gate_on_0() {
+        on 0 python3 -m harness.gate --measure-only --no-classic --kernel HEAD --json "$dir/$1.json" > "$dir/$1.log" 2>&1
+        local code=$?
+        echo "$1 exit $code at $(date +%s): $(grep -h '^nf4kernel vs Unsloth' "$dir/$1.log" | head -n 1)" | tee -a "$dir/summary.txt"
+      }
+      gate_on_0 alone-1
+      on 1 python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider > "$dir/tests.log" 2>&1 &
+      tests=$!; sleep 10; n=0
+      while kill -0 "$tests" 2>/dev/null; do n=$((n + 1)); gate_on_0 "beside-tests-$n"; done
+      wait "$tests"; code=$?; echo "the test job on GPU 1: exit $code at $(date +%s)" | tee -a "$dir/summary.txt"
+      gate_on_0 alone-2 ;;
     sandbox-overhead:*)
       # The sandbox's cost on the gate's measurement: N runs each way, alternating which goes first,
       # in a fresh clone of the bundled main (plain: --no-sandbox). Both keep their compile caches

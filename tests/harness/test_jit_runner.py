@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "gpu-runner" / "jit-runner.sh"
+CPUS = SCRIPT.with_name("gpu-cpus.sh")
 
 # Two GPUs: index 0 (minor number 0) and index 1 (minor number 3, as on hosts whose device nodes are
 # numbered apart from nvidia-smi's order).
@@ -127,3 +128,9 @@ def test_a_loop_with_bad_settings_registers_nothing(tmp_path, settings, why):
     done, calls = run_loop(tmp_path, **settings)
     assert done.returncode != 0 and why in done.stderr, done.stdout + done.stderr
     assert not [c for c in calls if c["tool"] in ("curl", "systemd-run")]
+
+
+@pytest.mark.parametrize("args", [[], ["1"], ["x", "2"], ["2", "2"], ["0", "-1"]])
+def test_gpu_cpus_refuses_bad_arguments_in_one_line(tmp_path, args):
+    done = subprocess.run(["bash", str(CPUS), *args], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and not done.stdout, done.stderr

@@ -37,16 +37,9 @@ labels="[\"self-hosted\", \"linux\", \"x64\", \"gpu\", \"gpu-$GPU_TYPE\"]"
 gpu_uuid=$(nvidia-smi -i "$GPU_INDEX" --query-gpu=uuid --format=csv,noheader 2>/dev/null) || gpu_uuid=
 gpu_minor=$(nvidia-smi -i "$GPU_INDEX" -q 2>/dev/null | awk -F: '/Minor Number/ {gsub(/ /, "", $2); print $2}') || gpu_minor=
 [ -n "$gpu_uuid" ] && [ -n "$gpu_minor" ] || { echo "no GPU $GPU_INDEX here (nvidia-smi -i $GPU_INDEX)" >&2; exit 2; }
-# This loop's CPUs: the host's cores split evenly across its GPUs, each core with all its threads
-# (lscpu's core ids), so one job's test workers (pytest -n auto: a worker per core of the host) can't
-# crowd the timing loops of a gate on another GPU. On two H200s the gate's interval beside the test
-# job was several times as wide as alone (benchmarks/results/fleet-two-h200).
+# This loop's CPUs: its GPU's even share of the host's cores (gpu-cpus.sh, installed beside this file).
 gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') || gpu_count=0
-gpu_cpus=$(lscpu -p=CPU,CORE | awk -F, -v i="$GPU_INDEX" -v g="$gpu_count" '
-  /^#/ { next }
-  { n++; cpu[n] = $1; core[n] = $2; if ($2 + 1 > cores) cores = $2 + 1 }
-  END { for (r = 1; r <= n; r++) if (g > 0 && int(core[r] * g / cores) == i) list = list (list == "" ? "" : ",") cpu[r]; print list }')
-[ -n "$gpu_cpus" ] || { echo "no CPU cores left for GPU $GPU_INDEX: $gpu_count GPUs share too few cores (lscpu -p=CPU,CORE)" >&2; exit 2; }
+gpu_cpus=$("$(dirname "$0")/gpu-cpus.sh" "$GPU_INDEX" "$gpu_count") || exit 2
 gpu_only=(-p "AllowedCPUs=$gpu_cpus" -p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$gpu_minor rw" -p "DeviceAllow=/dev/nvidiactl rw")
 gpu_only+=(-p "DeviceAllow=/dev/nvidia-uvm rw" -p "DeviceAllow=/dev/nvidia-uvm-tools rw" --setenv CUDA_VISIBLE_DEVICES="$gpu_uuid")
 
