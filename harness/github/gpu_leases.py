@@ -4,7 +4,9 @@ act runs every job on this host; a fleet gives each job a runner with one GPU of
 rehearsal emulates that: act runs N jobs at a time (``--concurrent-jobs N``), and the first
 ``python`` a job starts (a shim first on the job's PATH, ``shim``) claims a free GPU for the whole
 job, a lease file holding the job's name, and runs with ``CUDA_VISIBLE_DEVICES`` set to it, as every
-process it starts does. The rehearsal releases a job's lease when act reports the job done.
+process it starts does. Where ``NF4KERNEL_GPU_CPUS`` gives the GPU's cores (``cpu_shares``), it runs
+on them alone (``taskset``), as the JIT loop's ``AllowedCPUs=`` and ARC's exclusive cores keep a
+runner's job off the others' cores. The rehearsal releases a job's lease when act reports the job done.
 
 Standard library only, and run as a script by the shim (``python3 -P gpu_leases.py claim JOB``):
 the shim runs before anything of the harness is on the job's path.
@@ -13,6 +15,7 @@ the shim runs before anything of the harness is on the job's path.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,11 +63,28 @@ def release(folder: Path, job: str) -> list[str]:
     return freed
 
 
+def cpu_shares(gpus: list[str], split: Path) -> str:
+    """``NF4KERNEL_GPU_CPUS`` for ``gpus``: each GPU's even share of this host's cores, as
+    ``GPU=CPUS`` words, from ``split`` (tools/gpu-runner/gpu-cpus.sh, the JIT loop's). RuntimeError
+    where the host has too few cores to give each GPU one."""
+    shares = []
+    for position, gpu in enumerate(gpus):
+        done = subprocess.run(
+            ["bash", str(split), str(position), str(len(gpus))], capture_output=True, text=True, check=False
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"no cores of their own for {len(gpus)} runners: {done.stderr.strip()}")
+        shares.append(f"{gpu}={done.stdout.strip()}")
+    return " ".join(shares)
+
+
 SHIM = """#!/bin/sh
 # The rehearsal's `{name}`: the job's first Python claims a GPU for the whole job (gpu_leases.py).
 if [ -z "${{NF4KERNEL_LEASED:-}}" ]; then
-  gpu=$("{real}" -P "{leases}" claim "${{GITHUB_JOB:?}}") || exit 1
+  lease=$("{real}" -P "{leases}" claim "${{GITHUB_JOB:?}}") || exit 1
+  gpu=${{lease%% *}}; cpus=${{lease#"$gpu"}}
   export CUDA_VISIBLE_DEVICES="$gpu" NF4KERNEL_LEASED=1
+  [ -z "$cpus" ] || exec taskset -c "${{cpus# }}" "{real}" "$@"
 fi
 exec "{real}" "$@"
 """
@@ -81,7 +101,8 @@ def shim(folder: Path, real_python: str) -> Path:
 
 
 def main(argv: list[str]) -> int:
-    """``claim JOB``: prints the job's GPU (NF4KERNEL_GPU_LEASES: the folder; NF4KERNEL_GPUS: the GPUs)."""
+    """``claim JOB``: prints the job's GPU, and its cores where NF4KERNEL_GPU_CPUS names them
+    (NF4KERNEL_GPU_LEASES: the folder; NF4KERNEL_GPUS: the GPUs)."""
     if len(argv) != 2 or argv[0] != "claim":
         print("usage: gpu_leases.py claim JOB", file=sys.stderr)
         return 2
@@ -94,9 +115,10 @@ def main(argv: list[str]) -> int:
     except TimeoutError as error:
         print(f"gpu_leases: {error}", file=sys.stderr)
         return 1
-    # On stderr, so act's log shows which GPU each job ran on (the GPU is the shim's stdout).
-    print(f"gpu_leases: {argv[1]} runs on GPU {gpu}", file=sys.stderr)
-    print(gpu)
+    cpus = dict(word.split("=", 1) for word in os.environ.get("NF4KERNEL_GPU_CPUS", "").split()).get(gpu, "")
+    # On stderr, so act's log shows where each job ran (the shim reads stdout).
+    print(f"gpu_leases: {argv[1]} runs on GPU {gpu}" + (f", CPUs {cpus}" if cpus else ""), file=sys.stderr)
+    print(f"{gpu} {cpus}".strip())
     return 0
 
 

@@ -28,6 +28,7 @@ from harness.github import act, gpu_leases
 from harness.github.fake_github import FakeGitHub, Pull, Serving
 
 STANDINS = ROOT / "harness" / "github" / "standins"
+GPU_CPUS = ROOT / "tools" / "gpu-runner" / "gpu-cpus.sh"  # a GPU's share of the host's cores, the JIT loop's split
 REPOSITORY = "nf4kernel/nf4kernel"
 SERVER = "https://github.com"
 PR_NUMBER = "8"
@@ -193,8 +194,9 @@ class World:
         gpus: tuple[str, ...] = (),
     ) -> Run:
         """act EVENT on ``workflows``, every job on this machine: one at a time (they share its GPU),
-        or with ``gpus`` as many at a time as there are GPUs, each job on one GPU of its own for its
-        whole length (``gpu_leases.py``), as a fleet of one-GPU runners runs them."""
+        or with ``gpus`` as many at a time as there are GPUs, each job on one GPU of its own and that
+        GPU's share of the cores for its whole length (``gpu_leases.py``), as a fleet of one-GPU
+        runners runs them."""
         labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu", *act.runner_labels()}
         standins = {}
         for path in workflows.glob("*.yml"):
@@ -224,10 +226,16 @@ class World:
                 raise RuntimeError("the jobs run `python`, and there is none on the PATH")
             leases.mkdir(exist_ok=True)
             shims = gpu_leases.shim(self.scratch / "gpu-shim", real)
+            try:
+                cpus = gpu_leases.cpu_shares(list(gpus), GPU_CPUS)
+            except RuntimeError as error:  # a GPU host has cores enough; a small CPU machine may not
+                print(f"rehearsal: the jobs share this machine's cores, not pinned ({error})", file=sys.stderr)
+                cpus = ""
             process_env.update(
                 PATH=f"{shims}{os.pathsep}{process_env.get('PATH', '')}",
                 NF4KERNEL_GPU_LEASES=str(leases),
                 NF4KERNEL_GPUS=" ".join(gpus),
+                NF4KERNEL_GPU_CPUS=cpus,
             )
         with Serving(self.fake) as api_url:
             command = [act.binary(), event, "-C", str(self.work), "-W", str(workflows), "--eventpath", str(event_file)]

@@ -60,15 +60,43 @@ def test_the_shim_sets_the_jobs_gpu_for_every_process_it_starts(tmp_path):
     assert other.stderr.count("gpu_leases: regression runs on GPU 5") == 1, other.stderr
 
 
-# Three GPU-less jobs, each printing its GPU from two processes seconds apart.
+def test_the_shim_keeps_the_job_on_its_gpus_cores_where_it_is_given_them(tmp_path):
+    shims = gpu_leases.shim(tmp_path / "shim", sys.executable)
+    leases = tmp_path / "leases"
+    leases.mkdir()
+    cpu = min(os.sched_getaffinity(0))
+    env = {
+        **os.environ,
+        "NF4KERNEL_GPU_LEASES": str(leases),
+        "NF4KERNEL_GPUS": "3",
+        "NF4KERNEL_GPU_CPUS": f"3={cpu}",
+        "GITHUB_JOB": "gate",
+    }
+    child = "import os, subprocess, sys; print(sorted(os.sched_getaffinity(0)))"
+    child += "; subprocess.run([sys.executable, '-c', 'import os; print(sorted(os.sched_getaffinity(0)))'])"
+    done = subprocess.run([str(shims / "python3"), "-c", child], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.split() == [f"[{cpu}]"] * 2, done.stdout + done.stderr
+    assert f"gpu_leases: gate runs on GPU 3, CPUs {cpu}" in done.stderr, done.stderr
+
+
+def test_cpu_shares_gives_each_gpu_its_share_or_refuses(tmp_path):
+    split = tmp_path / "split.sh"
+    split.write_text('[ "$2" -le 2 ] || { echo "too few cores" >&2; exit 2; }; echo "cpus-of-$1"\n')
+    assert gpu_leases.cpu_shares(["4", "6"], split) == "4=cpus-of-0 6=cpus-of-1"
+    with pytest.raises(RuntimeError, match="no cores of their own for 3 runners: too few cores"):
+        gpu_leases.cpu_shares(["0", "1", "2"], split)
+
+
+# Three GPU-less jobs, each printing its GPU and its CPUs from two processes seconds apart.
+PRINT_GPU_AND_CPUS = 'import os; print("on", os.environ["CUDA_VISIBLE_DEVICES"], sorted(os.sched_getaffinity(0)))'
 JOBS = {
     name: {
         "runs-on": "ubuntu-latest",
         "steps": [
             {
-                "run": 'python -c \'import os; print("on", os.environ["CUDA_VISIBLE_DEVICES"])\'\n'
+                "run": f"python -c '{PRINT_GPU_AND_CPUS}'\n"
                 "sleep 5\n"  # long enough that two jobs started together overlap on a loaded machine
-                'python3 -c \'import os; print("on", os.environ["CUDA_VISIBLE_DEVICES"])\''
+                f"python3 -c '{PRINT_GPU_AND_CPUS}'"
             }
         ],
     }
@@ -101,6 +129,13 @@ def test_the_world_runs_as_many_jobs_at_a_time_as_it_has_gpus_each_on_its_own(tm
                 seen[job].append(line.rsplit("on ", 1)[1])
                 held.setdefault(job, [at, at])[1] = at
     assert all(len(set(gpus)) == 1 and len(gpus) == 2 for gpus in seen.values()), seen  # one GPU a job
+    cpus_of = {}  # GPU -> the CPUs its jobs ran on
+    for printed in seen.values():
+        gpu, cpus = printed[0].split(" ", 1)
+        cpus_of.setdefault(gpu, set()).add(cpus)
+    if len(os.sched_getaffinity(0)) >= 2:  # cores enough for two runners: each GPU's jobs on their own
+        assert all(len(c) == 1 for c in cpus_of.values()), cpus_of
+        assert len(set().union(*cpus_of.values())) == 2, cpus_of
     spans = held
     for a in JOBS:
         for b in JOBS:

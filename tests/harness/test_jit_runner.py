@@ -58,6 +58,7 @@ rows = [(cpu, cpu) for cpu in range(cores)] if cores else [(cpu, cpu % 4) for cp
 for cpu, core in rows:
     print(f"{cpu},{core}")
 """,
+    "taskset": '#!/bin/sh\necho "pid $2\'s current affinity list: ${AFFINITY:-0-7}"\n',
     # The job user doesn't exist here: ownership is the host's business, not this test's.
     "chown": "#!/bin/sh\nexit 0\n",
     "install": (
@@ -134,3 +135,28 @@ def test_a_loop_with_bad_settings_registers_nothing(tmp_path, settings, why):
 def test_gpu_cpus_refuses_bad_arguments_in_one_line(tmp_path, args):
     done = subprocess.run(["bash", str(CPUS), *args], capture_output=True, text=True, timeout=30)
     assert done.returncode == 2 and len(done.stderr.splitlines()) == 1 and not done.stdout, done.stderr
+
+
+@pytest.mark.parametrize(
+    "affinity, shares",
+    [
+        ("0-7", ["0,1,4,5", "2,3,6,7"]),  # every core: two each, with both their threads
+        ("0-1,4-5", ["0,4", "1,5"]),  # a cpuset of two cores (a container's): split those alone
+        ("2,6", None),  # one core for two GPUs: refused
+    ],
+)
+def test_gpu_cpus_splits_the_cores_this_process_may_run_on(tmp_path, affinity, shares):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("lscpu", "taskset"):
+        (bin_dir / name).write_text(FAKES[name])
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "AFFINITY": affinity}
+    runs = [
+        subprocess.run(["bash", str(CPUS), str(i), "2"], env=env, capture_output=True, text=True, timeout=30)
+        for i in (0, 1)
+    ]
+    if shares is None:
+        assert runs[1].returncode == 2 and "no CPU cores left for GPU 1" in runs[1].stderr, runs[1].stderr
+    else:
+        assert [r.stdout.strip() for r in runs] == shares, [r.stdout + r.stderr for r in runs]
