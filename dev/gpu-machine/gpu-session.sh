@@ -26,6 +26,10 @@ for deb in .gpu-bundle/bubblewrap_*.deb; do [ -x /tmp/bw/usr/bin/bwrap ] || [ ! 
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
 timed() { local start=$SECONDS; "$@"; local code=$?; echo "[$* -> exit $code in $((SECONDS - start)) s]"; return $code; }
+# gpu.yml's two commands that the two-GPU steps run beside each other, in the current checkout:
+# its test job, and the gate's measurement of HEAD's kernel (sandboxed) into JSON.
+test_job() { python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider; }
+gate_measure() { python3 -m harness.gate --measure-only --no-classic --kernel HEAD --json "$1"; }
 for step in "$@"; do
   echo "=== $step"
   case $step in
@@ -147,10 +151,9 @@ for step in "$@"; do
         while [ ! -e /tmp/beside-done ]; do
           n=$((n + 1)); start=$(date +%s)
           if [ $((n % 3)) = 1 ]; then
-            what=tests; CUDA_VISIBLE_DEVICES=1 python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider > "$OUT/beside/neighbour-$n-tests.log" 2>&1
+            what=tests; CUDA_VISIBLE_DEVICES=1 test_job > "$OUT/beside/neighbour-$n-tests.log" 2>&1
           else
-            what=gate; CUDA_VISIBLE_DEVICES=1 python3 -m harness.gate --measure-only --no-classic --kernel HEAD \
-              --json "$OUT/beside/neighbour-$n-gate.json" > "$OUT/beside/neighbour-$n-gate.log" 2>&1
+            what=gate; CUDA_VISIBLE_DEVICES=1 gate_measure "$OUT/beside/neighbour-$n-gate.json" > "$OUT/beside/neighbour-$n-gate.log" 2>&1
           fi
           code=$?; echo "$n $what $start $(date +%s) exit $code" >> "$OUT/beside/neighbour.log"
         done
@@ -168,18 +171,20 @@ for step in "$@"; do
       # tools/gpu-runner/gpu-cpus.sh, as the JIT loop's AllowedCPUs=). After `repo`. Everything in
       # $OUT/gate-beside-tests[-pinned]/, the verdict lines in its summary.txt.
       pin=${step#gate-beside-tests}; dir="$OUT/gate-beside-tests${pin:+-pinned}"; mkdir -p "$dir"
-      on() {  # on GPU COMMAND...: CUDA_VISIBLE_DEVICES=GPU, pinned to its cores if asked
+      on() {  # on GPU COMMAND...: CUDA_VISIBLE_DEVICES=GPU, in a subshell pinned to its cores if asked
         local gpu=$1; shift
-        if [ -n "$pin" ]; then CUDA_VISIBLE_DEVICES=$gpu taskset -c "$(bash "$TREE/tools/gpu-runner/gpu-cpus.sh" "$gpu" 2)" "$@"
-        else CUDA_VISIBLE_DEVICES=$gpu "$@"; fi
+        (
+          [ -z "$pin" ] || taskset -pc "$(bash "$TREE/tools/gpu-runner/gpu-cpus.sh" "$gpu" 2)" "$BASHPID" > /dev/null || exit 1
+          CUDA_VISIBLE_DEVICES=$gpu "$@"
+        )
       }
       gate_on_0() {
-        on 0 python3 -m harness.gate --measure-only --no-classic --kernel HEAD --json "$dir/$1.json" > "$dir/$1.log" 2>&1
+        on 0 gate_measure "$dir/$1.json" > "$dir/$1.log" 2>&1
         local code=$?
         echo "$1 exit $code at $(date +%s): $(grep -h '^nf4kernel vs Unsloth' "$dir/$1.log" | head -n 1)" | tee -a "$dir/summary.txt"
       }
       gate_on_0 alone-1
-      on 1 python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider > "$dir/tests.log" 2>&1 &
+      on 1 test_job > "$dir/tests.log" 2>&1 &
       tests=$!; sleep 10; n=0
       while kill -0 "$tests" 2>/dev/null; do n=$((n + 1)); gate_on_0 "beside-tests-$n"; done
       wait "$tests"; code=$?; echo "the test job on GPU 1: exit $code at $(date +%s)" | tee -a "$dir/summary.txt"
