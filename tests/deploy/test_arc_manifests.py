@@ -529,6 +529,23 @@ def test_every_check_has_a_break_that_it_notices():
     assert {check for check, _ in BREAKS.values()} == set(CHECKS)
 
 
+def test_each_runner_set_gives_its_runner_the_cpus_its_type_was_given(rendered):
+    """The timing types' runners have the 16 CPUs the two-runner rehearsals ran with
+    (benchmarks/results/fleet-pinned-two-h200); the T4's patch (by list index: kustomize can't merge a
+    custom resource's lists by name) lands on the runner container and nowhere else."""
+    base = yaml.safe_load((ARC / "runner-set" / "autoscalingrunnerset.yaml").read_text())
+    assert pod_spec(base)["containers"][0]["name"] == "runner"
+    t4_cpus = {p["value"] for p in yaml.safe_load((ARC / "gpu-t4" / "cpus.yaml").read_text())}
+    assert t4_cpus == {"8"}
+    for rs in runner_sets(rendered):
+        name = rs["metadata"]["name"]
+        for c in all_containers(pod_spec(rs)):
+            wanted = (t4_cpus if name == "gpu-t4" else {"16"}) if c["name"] == "runner" else {"1"}
+            resources = c["resources"]
+            got = {_quantity(resources[k]["cpu"]) for k in ("requests", "limits") if "cpu" in resources.get(k, {})}
+            assert got == wanted, f"{name}/{c['name']}: cpu {got}, expected {wanted}"
+
+
 def test_there_is_a_runner_set_for_every_gpu_type_the_workflows_know():
     registry = ROOT / ".github" / "gpu-types.toml"
     if not registry.exists():
