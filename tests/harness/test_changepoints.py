@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from another_gpu_type import add_another_gpu_type
 
 from harness.github.fake_github import FakeGitHub, Pull, Serving
 from harness.history import changepoint_power, changepoint_rule, changepoint_series, changepoints
@@ -153,6 +154,19 @@ def test_planted_in_every_weight_only_planted_figures_are_called_each_from_the_r
     assert set(LARGE) <= {shape(r) for r in found}
     for r in found:
         assert ORDER[at] in r.commits and ORDER.index(r.full) <= at + 2, r.series.label
+
+
+def test_each_gpu_type_is_judged_on_its_own_history(results):
+    """Two types' histories in one results folder (history.yml stores one per type): the 8% ramp
+    planted in h200's alone is called on h200, and h100's copy of the unplanted figures calls nothing."""
+    add_another_gpu_type(results, "h100")
+    at = index("b7551f82")
+    plant(results, {KERNEL_TIME: set(LARGE)}, ramp(at))
+    judged = changepoint_series.verdicts(results, ORDER[index("b7b48218")], None)
+    assert sorted(judged) == ["h100", "h200"]
+    assert [(r.series.benchmark, shape(r)) for r in judged["h100"][0]] == []
+    assert sorted(shape(r) for r in judged["h200"][0]) == sorted(LARGE)
+    assert judged["h100"][1] == judged["h200"][1] > 0  # the same series judged on each
 
 
 def test_a_verdict_changes_once_two_stores_in_a_row_reach_it(results):

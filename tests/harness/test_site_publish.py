@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from another_gpu_type import add_another_gpu_type
 from checkouts import clone_on_main, head, python_path
 from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
@@ -133,6 +134,23 @@ def test_asv_publish_on_a_fresh_clone_into_another_folder(tmp_path):
     assert_self_contained(elsewhere)
     machines = json.loads((elsewhere / "index.json").read_text())["machines"]
     assert sorted(machines) == MACHINES and not (clone / ".asv" / "html").exists()
+
+
+def test_each_gpu_types_history_is_graphed_as_its_own_machine(tmp_path):
+    """history.yml stores each GPU type as an asv machine of its own: with a second type's results
+    beside the committed one's, the site offers both machines and graphs each, a point per commit."""
+    clone = fresh_clone(tmp_path / "clone")
+    add_another_gpu_type(clone / ".asv" / "results", "h100")
+    done = python(clone, "-m", "asv", "publish")
+    assert done.returncode == 0, said(done)[-4000:]
+    html = clone / ".asv" / "html"
+    index = json.loads((html / "index.json").read_text())
+    assert sorted(index["machines"]) == sorted([*MACHINES, "h100"])
+    assert index["machines"]["h100"]["gpu"] == "NVIDIA H100 80GB HBM3"
+    for machine in index["machines"]:
+        (graph,) = [p for p in html.glob(f"graphs/**/{TRACKED}.json") if f"machine-{machine}" in p.parts]
+        points = json.loads(graph.read_text())
+        assert len(points) == len(history.commits(history.STORE / MACHINES[0])), machine
 
 
 def test_harness_site_publish_refuses_a_configuration_without_the_site_plugin(clone, tmp_path):
