@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.history import store as history
+from site_checkout import MACHINES
 
-COMMITTED = sorted(p.name for p in history.STORE.iterdir() if p.is_dir())[0]
+from harness.history import store as history
 
 
 def add_another_gpu_type(results: Path, machine: str = "h100", gpu: str = "NVIDIA H100 80GB HBM3") -> Path:
     """results/MACHINE: the committed type's figures, stored as MACHINE's (GPU ``gpu``)."""
-    source, target = history.STORE / COMMITTED, results / machine
+    source, target = history.STORE / MACHINES[0], results / machine
     target.mkdir(parents=True)
     info = json.loads((source / "machine.json").read_text())
     (target / "machine.json").write_text(json.dumps({**info, "machine": machine, "gpu": gpu}))
