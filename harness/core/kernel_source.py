@@ -1,13 +1,16 @@
 """The kernel under test, and nothing else of its tree.
 
 The harness judges a kernel with its own code: the gate, the regression check and the backfill run
-from *this* checkout, and take from the tree under test only its ``nf4kernel/`` package, copied
-out of git (``git archive``: the committed files, no symlink followed out of the tree) into a
-temporary folder that is put first on the measuring process's path. Nothing else of that tree is
-importable: not its ``harness/``, ``benchmarks/``, ``conftest.py`` or a ``sitecustomize.py`` it
-might add. That is what lets a pull request's verdict come from its base's harness: on a PR the
-workflows check out the base (this checkout) and the PR's commit side by side and point here at the
-PR's checkout.
+from *this* checkout, and take from the tree under test only its ``nf4kernel/`` package, written
+from its commit's blobs (``git cat-file``: each committed file's bytes exactly as the diff shows
+them, no symlink followed out of the tree) into a temporary folder that is put first on the
+measuring process's path. Not with ``git archive`` or a checkout: both apply the commit's own
+``.gitattributes``, where ``export-subst`` writes the commit message (code no reviewer read as
+code) into a file, ``ident``, an eol conversion or a filter driver (LFS's smudge, on a runner with
+git-lfs) change its bytes, and ``export-ignore`` drops it. Nothing else of that tree is importable:
+not its ``harness/``, ``benchmarks/``, ``conftest.py`` or a ``sitecustomize.py`` it might add. That
+is what lets a pull request's verdict come from its base's harness: on a PR the workflows check out
+the base (this checkout) and the PR's commit side by side and point here at the PR's checkout.
 
 Only ``.py`` files are staged (and the folders that hold them). A commit whose ``nf4kernel/`` holds
 anything else (a compiled ``.so`` or ``.pyd``, a ``.pth``, a data file, a symlink, a submodule) is
@@ -23,9 +26,8 @@ so that asv can record results under it.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import tarfile
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,7 +49,7 @@ def _git(*args: str, cwd: Path = ROOT, binary: bool = False):
 
 def resolve(source: str, repo: Path = ROOT) -> str:
     """The full hash of the commit ``source`` names. A checkout's HEAD is fetched into ``repo`` (a
-    local fetch: nothing of that tree runs), so the commit can be archived and recorded here."""
+    local fetch: nothing of that tree runs), so the commit can be staged and recorded here."""
     path = Path(source)
     if path.is_dir() and (path / ".git").exists():
         sha = _git("rev-parse", "--verify", "HEAD^{commit}", cwd=path)
@@ -87,42 +89,88 @@ REGULAR_FILE = ("100644", "100755")
 SHOWN = 3  # offending paths named in the error; the rest are counted
 
 
+def _listing(commit: str, repo: Path) -> list[tuple[str, str, str, str]]:
+    """(mode, kind, object, path) of every entry under ``commit``'s ``nf4kernel``, in git's order."""
+    listing = _git("ls-tree", "-r", "-z", "--full-tree", commit, "--", PACKAGE, cwd=repo, binary=True)
+    entries = []
+    for entry in listing.decode(errors="replace").split("\0"):
+        if entry:
+            info, path = entry.split("\t", 1)
+            mode, kind, sha = info.split()
+            entries.append((mode, kind, sha, path))
+    return entries
+
+
+def _others(entries: list[tuple[str, str, str, str]]) -> list[str]:
+    return [
+        path
+        for mode, kind, _, path in entries
+        if path.startswith(f"{PACKAGE}/") and not (kind == "blob" and mode in REGULAR_FILE and path.endswith(".py"))
+    ]
+
+
 def not_python(commit: str, repo: Path = ROOT) -> list[str]:
     """The paths under ``commit``'s ``nf4kernel/`` that are not a regular ``*.py`` file, in git's
     order: what ``extract`` refuses to stage. An ``nf4kernel`` that is itself a file is left out
     here: that commit has no package at all, and ``extract`` says so."""
-    listing = _git("ls-tree", "-r", "-z", "--full-tree", commit, "--", PACKAGE, cwd=repo, binary=True)
-    found = []
-    for entry in listing.decode(errors="replace").split("\0"):
-        if not entry:
-            continue
-        info, path = entry.split("\t", 1)
-        mode, kind, _ = info.split()
-        if path.startswith(f"{PACKAGE}/") and not (kind == "blob" and mode in REGULAR_FILE and path.endswith(".py")):
-            found.append(path)
-    return found
+    return _others(_listing(commit, repo))
+
+
+def _unsafe(path: str) -> bool:
+    """A path git itself would not check out: an empty, ``.``, ``..`` or ``.git`` part. git makes no
+    such tree, but a crafted commit can hold one (a fetch does not check by default), and written
+    as it is, ``nf4kernel/../../x.py`` would land outside the staging folder."""
+    return any(part in ("", ".", "..") or part.lower() == ".git" for part in path.split("/"))
+
+
+def _blobs(shas: list[str], repo: Path) -> list[bytes]:
+    """Each blob's bytes as stored, from one ``git cat-file --batch``: without ``--filters`` it reads
+    no attribute (no ``.gitattributes`` conversion, no filter driver), whatever the commit or the
+    repository's config say."""
+    command = ["git", "cat-file", "--batch"]
+    asked = "".join(f"{sha}\n" for sha in shas).encode()
+    done = subprocess.run(command, cwd=repo, input=asked, capture_output=True, check=False)
+    if done.returncode != 0:
+        raise SourceError(f"git cat-file --batch (in {repo}): {done.stderr.decode(errors='replace').strip()}")
+    out, at, blobs = done.stdout, 0, []
+    for _ in shas:  # each answer: "<sha> blob <size>\n", the bytes, "\n"; or "<sha> missing\n"
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        if header[1:2] != [b"blob"]:
+            raise SourceError(f"git cat-file --batch (in {repo}): {out[at:end].decode(errors='replace')}")
+        size = int(header[2])
+        blobs.append(out[end + 1 : end + 1 + size])
+        at = end + 1 + size + 1
+    return blobs
 
 
 def extract(commit: str, into: Path, repo: Path = ROOT) -> Path:
-    """``commit``'s ``nf4kernel/`` (its committed ``.py`` files only) into ``into``; returns ``into``.
-    SourceError if the package holds any other file, before anything is written."""
+    """``commit``'s ``nf4kernel/`` (its committed ``.py`` files only, each exactly its blob's bytes)
+    into ``into``; returns ``into``. SourceError if the package holds any other file, before anything
+    is written."""
     try:
-        archive = _git("archive", "--format=tar", commit, "--", PACKAGE, cwd=repo, binary=True)
+        entries = _listing(commit, repo)
     except SourceError:
-        raise SourceError(f"commit {commit[:12]} has no {PACKAGE}/ package") from None
-    others = not_python(commit, repo)
+        entries = []  # not a commit here: as git archive did, say there is no package to stage
+    if not entries:
+        raise SourceError(f"commit {commit[:12]} has no {PACKAGE}/ package")
+    others = _others(entries)
     if others:
         named = ", ".join(others[:SHOWN]) + (f" and {len(others) - SHOWN} more" if len(others) > SHOWN else "")
         raise SourceError(
             f"commit {commit[:12]}'s {PACKAGE}/ holds what is not a .py file: {named}; only .py files are "
             "staged, so that every line of the kernel under test can be reviewed"
         )
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        # The listing above has been checked; this keeps the archive to the same promise on its own.
-        members = [m for m in tar.getmembers() if m.isdir() or (m.isfile() and m.name.endswith(".py"))]
-        tar.extractall(into, members=members, filter="data")
-    if not (into / PACKAGE / "__init__.py").is_file():
+    files = {path: sha for _, _, sha, path in entries if path.startswith(f"{PACKAGE}/")}
+    unsafe = [path for path in files if _unsafe(path)]
+    if unsafe:
+        raise SourceError(f"commit {commit[:12]}'s {PACKAGE}/ holds a path git would not check out: {unsafe[0]}")
+    if f"{PACKAGE}/__init__.py" not in files:
         raise SourceError(f"commit {commit[:12]} has no {PACKAGE}/__init__.py")
+    for path, content in zip(files, _blobs(list(files.values()), repo), strict=True):
+        target = into.joinpath(*path.split("/"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(content)
     return into
 
 

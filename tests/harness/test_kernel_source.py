@@ -4,10 +4,12 @@ its .py files (any other file in it is refused), and the gate measures exactly t
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -74,9 +76,9 @@ def test_a_commit_without_the_package_is_refused(checkouts):
         pass
 
 
-def package_commit(repo: Path, files: dict[str, bytes | Path]) -> str:
+def package_commit(repo: Path, files: dict[str, bytes | Path], message: str = "a package") -> str:
     """A throwaway repository at ``repo`` whose one commit holds ``files`` (a path under the
-    repository: its bytes, or a Path for a symlink pointing there); the commit's hash."""
+    repository: its bytes, or a Path for a symlink pointing there), with ``message``; the commit's hash."""
     scratch.git("init", "-q", str(repo), cwd=repo.parent)
     for name, content in files.items():
         path = repo / name
@@ -86,7 +88,7 @@ def package_commit(repo: Path, files: dict[str, bytes | Path]) -> str:
         else:
             path.write_bytes(content)
     scratch.git("add", "-A", cwd=repo)
-    scratch.git("commit", "-q", "-m", "a package", cwd=repo)
+    scratch.git("commit", "-q", "-m", message, cwd=repo)
     return scratch.git("rev-parse", "HEAD", cwd=repo)
 
 
@@ -121,6 +123,73 @@ def test_anything_but_a_py_file_in_the_package_is_refused(tmp_path, name, conten
         kernel_source.extract(commit, into, repo=tmp_path / "repo")
     assert f"not a .py file: {name};" in str(refused.value)
     assert not into.exists()  # refused before anything was written
+
+
+def archived(commit: str, path: str, repo: Path) -> bytes | None:
+    """``path`` as ``git archive`` writes it out (how the kernel was staged before issue 45), None if
+    the archive leaves it out: the control that shows each case below would change the bytes."""
+    tar = subprocess.run(["git", "archive", "--format=tar", commit], cwd=repo, capture_output=True, check=True)
+    with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as archive:
+        return archive.extractfile(path).read() if path in archive.getnames() else None
+
+
+CARRIED = "a harmless title\n\nPWNED = True\n"  # a commit message with code in it, for %B
+
+
+@pytest.mark.parametrize(
+    "path,attributes,content,changed",
+    [
+        # the commit message lands in the file: code no diff showed, run on import
+        ("nf4kernel/__init__.py", "export-subst", b"# $Format:%B$\nSAFE = 1\n", b"PWNED = True"),
+        ("nf4kernel/__init__.py", "ident", b"SAFE = 1  # $Id$\n", b"$Id: "),
+        ("nf4kernel/__init__.py", "text eol=crlf", b"SAFE = 1\n", b"\r\n"),
+        # a filter driver's smudge (Git LFS's, where the runner has git-lfs) rewrites the file
+        ("nf4kernel/__init__.py", "filter=evil", b"SAFE = 1\n", b"EVIL"),
+        ("nf4kernel/ops.py", "export-ignore", b"SAFE = 1\n", None),
+    ],
+    ids=["export-subst", "ident", "eol", "filter-driver", "export-ignore"],
+)
+def test_the_kernel_is_staged_as_its_blobs_whatever_the_commits_gitattributes_say(
+    tmp_path, path, attributes, content, changed
+):
+    """Issue 45: the candidate's own .gitattributes (outside nf4kernel/, so not refused) must not change
+    what is staged. The repository's config has the filter, as a runner's global config has LFS's."""
+    repo = tmp_path / "repo"
+    files = {"nf4kernel/__init__.py": b"SAFE = 1\n", path: content, ".gitattributes": f"{path} {attributes}\n".encode()}
+    commit = package_commit(repo, files, message=CARRIED)
+    scratch.git("config", "filter.evil.smudge", "sed -e s/SAFE/EVIL/", cwd=repo)
+    blob = subprocess.run(["git", "cat-file", "blob", f"{commit}:{path}"], cwd=repo, capture_output=True, check=True)
+    assert blob.stdout == content
+    control = archived(commit, path, repo)
+    assert control != content and (changed is None) == (control is None)
+    assert changed is None or changed in control
+    into = kernel_source.extract(commit, tmp_path / "staged", repo=repo)
+    staged = (into / path).read_bytes()
+    assert staged == blob.stdout
+    assert changed is None or changed not in staged
+    assert staged_files(into) == sorted({"nf4kernel/__init__.py", path})
+
+
+def test_a_path_that_climbs_out_of_the_package_is_refused_before_anything_is_written(tmp_path):
+    """git refuses to check out a tree entry named '..', but a crafted commit can hold one (a fetch
+    does not fsck by default); its file must not land outside the staging folder."""
+    repo = tmp_path / "repo"
+    commit = package_commit(repo, {"nf4kernel/__init__.py": b""})
+
+    def mktree(*entries: str) -> str:
+        listing = "".join(f"{entry}\n" for entry in entries)
+        made = subprocess.run(["git", "mktree"], cwd=repo, input=listing, capture_output=True, text=True, check=True)
+        return made.stdout.strip()
+
+    blob = scratch.git("rev-parse", f"{commit}:nf4kernel/__init__.py", cwd=repo)
+    escaped = mktree(f"100644 blob {blob}\tescaped.py")
+    climb = mktree(f"040000 tree {escaped}\t..")  # nf4kernel/../../escaped.py
+    package = mktree(f"040000 tree {climb}\t..", f"100644 blob {blob}\t__init__.py")
+    crafted = scratch.git("commit-tree", "-m", "crafted", mktree(f"040000 tree {package}\tnf4kernel"), cwd=repo)
+    into = tmp_path / "stage" / "here"
+    with pytest.raises(kernel_source.SourceError, match=r"nf4kernel/\.\./\.\./escaped\.py"):
+        kernel_source.extract(crafted, into, repo=repo)
+    assert not (tmp_path / "stage").exists()
 
 
 def test_the_refusal_names_the_first_offending_paths_and_counts_the_rest(tmp_path):
