@@ -24,18 +24,43 @@ the ``asv-results`` branch (``results_branch.py``). The rules are the same every
 
 Every decision between two differing rows, and every machine.json or benchmarks.json replaced or kept
 over another, is said in one line.
+
+**A run's store adds, never rewrites** (``merge_tree(..., run=RunOnly(...))``: the ``asv-results``
+branch's store). What a benchmark job uploads is not trusted: the job ran the merged kernel's code,
+which could write a result file for any earlier commit with a later ``started_at``, or a machine.json
+of its own. So such a store takes only what its run measured, told by its trusted caller (the
+workflow's ``github.sha``), and the rules above give way to these:
+
+* **Only the run's commits.** A result file is taken when its name (``<commit8>-<env>.json``) and its
+  ``commit_hash`` are of a commit the run measured, or, for the nightly backfill (whose list of
+  commits the GPU runner made), of a commit with no measured value stored on that machine yet: the
+  only commits a backfill measures. Every other uploaded file is left out, one line each (files the
+  same as stored are counted in one line), and the stored copy stays byte for byte.
+* **A stored figure is never replaced**, not even by a newer measurement of the same commit: a
+  result file already stored gains the rows of benchmarks it lacks, and a row that measured nothing
+  (a failure, a skip) gains the figures of one that measured something (what a re-run or a backfill
+  is for); its other rows and its own fields (``params``: the toolchain its figures were measured
+  with) stay as stored.
+* **machine.json and benchmarks.json are added where there are none, else kept byte for byte**: the
+  stored results were measured under the stored description. Each result keeps its own ``params``
+  (the machine, and the toolchain with the driver), which is what the site's graphs and the change
+  points split lines on. A machine folder is stored only with a result the run measured, and only
+  where its machine.json names that folder (asv's site takes each machine's description from that
+  field, whatever folder holds it).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 SUITE_FILE = "benchmarks.json"
 MACHINE_FILE = "machine.json"
+RESULT_NAME = re.compile(r"([0-9a-f]{8})-.+\.json")  # asv's <commit8>-<env>.json
 
 
 class NotAResultFile(ValueError):
@@ -63,6 +88,23 @@ class Merged:
             *(f"added {name(relative)}" for relative in self.added),
             *(f"changed {name(relative)}" for relative in self.changed),
         ]
+
+
+@dataclass(frozen=True)
+class RunOnly:
+    """What one run measured, for a store that adds only that (module docstring): the result files of
+    ``commits`` (full hashes) and, with ``unmeasured``, of any commit with no measured value stored."""
+
+    commits: frozenset[str] = frozenset()
+    unmeasured: bool = False
+
+    def about(self) -> str:
+        """What it takes, in the lines: ``0c0c0c0c0c0c, the commit this run measured``."""
+        named = ", ".join(sorted(commit[:12] for commit in self.commits))
+        unmeasured = "a commit with no measured value stored"
+        if not self.unmeasured:
+            return f"{named}, the commit{'s' if len(self.commits) > 1 else ''} this run measured"
+        return f"{named} or {unmeasured}" if named else unmeasured
 
 
 @dataclass
@@ -196,6 +238,37 @@ def merge_result(
     return merged, lines
 
 
+def add_to_result(
+    kept: dict, incoming: dict, where: str, kept_label: str, incoming_label: str
+) -> tuple[dict, list[str]]:
+    """``kept`` with what ``incoming`` adds and nothing it measured replaced (a run's store, module
+    docstring): rows of benchmarks it lacks, and figures where its row measured nothing. Its own rows
+    and fields stay as they are. Returns (the document, a line per row of ``incoming`` not taken or
+    taken over one of ``kept``)."""
+    for key in ("commit_hash", "env_name"):
+        if kept.get(key) != incoming.get(key):
+            raise NotAResultFile(f"{where}: {kept_label} and {incoming_label} disagree on {key}: not one file")
+    kept_rows, incoming_rows = rows_of(kept, where), rows_of(incoming, where)
+    if not all(isinstance(doc.get("durations", {}), dict) for doc in (kept, incoming)):
+        raise NotAResultFile(f"{where}: 'durations' is not an object")
+    columns = list(kept.get("result_columns", []))
+    columns += [c for c in incoming.get("result_columns", []) if c not in columns]  # stored rows stay valid
+    results, lines = dict(kept.get("results", {})), []
+    for name, row in incoming_rows.items():
+        mine = kept_rows.get(name)
+        if mine is None or (measured(row) and not measured(mine)):
+            results[name] = _as_list(row, columns)
+            if mine is not None:
+                lines.append(f"{where} {name}: {incoming_label}'s row measured values, {kept_label}'s none")
+        elif _canonical(mine) != _canonical(row):
+            lines.append(f"{where} {name}: {kept_label}'s row is kept: a stored figure is never replaced")
+    merged = {**kept, "result_columns": columns, "results": results}
+    durations = {**incoming.get("durations", {}), **kept.get("durations", {})}
+    if durations or "durations" in merged:
+        merged["durations"] = durations
+    return merged, lines
+
+
 def _as_list(row: dict, columns: list) -> list:
     """A row in asv's form: values in column order, trailing empty columns left out."""
     values = [row.get(column) for column in columns]
@@ -217,21 +290,28 @@ def merge_tree(
     suite: str = "keep",
     gpu_only: bool = False,
     strict: bool = True,
+    run: RunOnly | None = None,
 ) -> Merged:
     """Merge the store at ``incoming_root`` into the one at ``target_root`` (written in place).
 
     ``machines``: only these machine folders (default: every folder with a machine.json). ``suite``:
     ``keep`` or ``newest`` (module docstring). ``gpu_only``: machines whose machine.json names no GPU
     are left out, said in a line. ``strict``: a file that can't be read raises NotAResultFile before
-    anything is written; otherwise it is left as it is and named in ``problems``."""
+    anything is written; otherwise it is left as it is and named in ``problems``. ``run``: only what
+    that run measured is added, and nothing stored is replaced (module docstring; ``suite`` is then
+    ``keep``)."""
     incoming, target = _Side(Path(incoming_root), incoming_label), _Side(Path(target_root), target_label)
+    suite = "keep" if run is not None else suite  # a run's suite list never replaces the stored one
     merged, writes = Merged(), {}
     newest_overall = {"incoming": None, "target": None}
     for machine in machines if machines is not None else machines_in(incoming.root):
         if gpu_only and not _gpu(incoming.root / machine / MACHINE_FILE, merged, strict):
             merged.decisions.append(f"{machine}: left out, its machine.json names no GPU (GPU machines only)")
             continue
-        times = _merge_machine(machine, incoming, target, merged, writes, strict)
+        if run is None:
+            times = _merge_machine(machine, incoming, target, merged, writes, strict)
+        else:
+            times = _add_machine(machine, run, incoming, target, merged, writes, strict)
         for side in ("incoming", "target"):
             if _later(times[side], newest_overall[side]):
                 newest_overall[side] = times[side]
@@ -299,9 +379,11 @@ def _newest_of(results: dict) -> float | None:
     return newest(row for loaded in results.values() if loaded is not None for row in loaded[1].values())
 
 
-def _merge_file(relative, kept, doc, incoming: _Side, target: _Side, merged: Merged, writes: dict, strict: bool):
+def _merge_file(
+    relative, kept, doc, incoming: _Side, target: _Side, merged: Merged, writes: dict, strict: bool, rule=merge_result
+):
     try:
-        result, lines = merge_result(kept, doc, relative, target.label, incoming.label)
+        result, lines = rule(kept, doc, relative, target.label, incoming.label)
     except NotAResultFile as error:
         if strict:
             raise
@@ -343,6 +425,91 @@ def _merge_machine_json(
     if incoming_wins:
         writes[relative] = source.read_bytes()
         merged.changed.append(relative)
+
+
+# --- A run's store: adds, never rewrites ------------------------------------------------------------
+
+
+def _add_machine(
+    machine: str, run: RunOnly, incoming: _Side, target: _Side, merged: Merged, writes: dict, strict: bool
+) -> dict:
+    """The machine's result files that ``run`` measured, added to the stored ones (module docstring),
+    and its machine.json where there is none. Returns each side's newest measurement of it."""
+    mine = _results_in(target.root / machine, merged, strict)
+    try:
+        described = read_json(incoming.root / machine / MACHINE_FILE)
+    except NotAResultFile as error:
+        if strict:
+            raise
+        merged.problems.append(str(error))
+        return {"incoming": None, "target": _newest_of(mine)}
+    if described.get("machine") != machine:
+        merged.decisions.append(f"{machine}: left out, its machine.json names machine {described.get('machine')!r}")
+        return {"incoming": None, "target": _newest_of(mine)}
+    theirs = _of_run(machine, run, incoming, target, mine, merged, strict)
+    times = {"incoming": _newest_of(theirs), "target": _newest_of(mine)}
+    if not theirs:
+        merged.decisions.append(f"{machine}: left out, no result of {run.about()}")
+        return times
+    for name, (doc, _) in theirs.items():
+        relative = f"{machine}/{name}"
+        if name not in mine:
+            writes[relative] = (incoming.root / relative).read_bytes()
+            merged.added.append(relative)
+        elif mine[name] is not None:  # an unreadable copy there is left as it is (named already)
+            _merge_file(relative, mine[name][0], doc, incoming, target, merged, writes, strict, rule=add_to_result)
+    relative = f"{machine}/{MACHINE_FILE}"
+    if not (target.root / relative).exists():
+        writes[relative] = (incoming.root / relative).read_bytes()
+        merged.added.append(relative)
+    elif (incoming.root / relative).read_bytes() != (target.root / relative).read_bytes():
+        merged.decisions.append(
+            f"{relative}: {target.label}'s is kept, its results were measured under it; "
+            f"{incoming.label}'s: {_describe(described)}"
+        )
+    return times
+
+
+def _of_run(machine: str, run: RunOnly, incoming: _Side, target: _Side, mine: dict, merged: Merged, strict: bool):
+    """{file name: (document, rows)} of the machine's uploaded result files of commits ``run`` measured.
+    Every other one is left out, a line each; those the same as stored are counted in one line (a run
+    uploads every result it fetched before measuring)."""
+    # An unreadable stored copy counts as measured: it is never written over.
+    stored_measured = {
+        name[:8] for name, loaded in mine.items() if loaded is None or any(map(measured, loaded[1].values()))
+    }
+    runs = {commit[:8] for commit in run.commits}
+    taken, same = {}, 0
+    for path in sorted((incoming.root / machine).glob("*.json")):
+        if path.name == MACHINE_FILE:
+            continue
+        named = RESULT_NAME.fullmatch(path.name)
+        prefix = named.group(1) if named else None
+        # Read only a file named for a commit taken: another commit's can't stop the store.
+        if prefix is not None and (prefix in runs or (run.unmeasured and prefix not in stored_measured)):
+            loaded = _load(path, merged, strict)
+            if loaded is None:
+                continue
+            commit = loaded[0].get("commit_hash")
+            if not (isinstance(commit, str) and commit.startswith(prefix)):
+                error = NotAResultFile(f"{path}: named for commit {prefix}, but its commit_hash is {commit!r}")
+                if strict:
+                    raise error
+                merged.problems.append(str(error))
+                continue
+            if commit in run.commits or (run.unmeasured and prefix not in stored_measured):
+                taken[path.name] = loaded
+                continue
+        stored = target.root / machine / path.name
+        if stored.is_file() and stored.read_bytes() == path.read_bytes():
+            same += 1
+        else:
+            merged.decisions.append(f"{machine}/{path.name}: left out, not a result of {run.about()}")
+    if same:
+        merged.decisions.append(
+            f"{machine}: {same} result files of other commits, the same as stored, left as they are"
+        )
+    return taken
 
 
 def _describe(machine_info: dict) -> str:

@@ -1,12 +1,22 @@
 """The ``asv-results`` branch: every GPU result history.yml measured, kept append-only.
 
     python -m harness.history.results_branch fetch --into DIR [--url URL]
-    python -m harness.history.results_branch store --from DIR [--url URL] [--message TEXT] [--attempts N]
+    python -m harness.history.results_branch store --from DIR [--commit SHA]... [--unmeasured]
+                                                   [--url URL] [--message TEXT] [--attempts N]
 
-``fetch`` merges the branch's files into DIR (the benchmark job's .asv/results, before asv runs).
-``store`` merges DIR's GPU machines into the branch and pushes one new commit on top of it. The
-merge is ``result_merge.py``'s: benchmark by benchmark, the newer measurement wins and no measured
-value is dropped; the newest machine.json and suite list win. So:
+``fetch`` merges the branch's files into DIR (the benchmark job's .asv/results, before asv runs):
+``result_merge.py``'s merge, benchmark by benchmark, the newer measurement wins and no measured value
+is dropped. ``store`` adds DIR's GPU results to the branch and pushes one new commit on top of it.
+DIR is a benchmark job's upload, and that job ran the merged kernel's code, so the store takes only
+what its run measured and rewrites nothing stored (``result_merge.py``'s "a run's store"):
+
+* **Only the run's commits** (one of these at least). ``--commit SHA`` (repeatable, full hashes): the
+  commits the run measured, given by the workflow (``github.sha``), never read from DIR.
+  ``--unmeasured``: any commit with no measured value stored on that machine, the only ones the nightly
+  backfill measures. Every other result file in DIR is left out, said in a line; the stored copy stays
+  byte for byte.
+* **No stored figure is replaced**: a stored result gains the benchmarks it lacks and figures where its
+  row measured nothing; a stored machine.json or suite list is kept, one is added where there is none.
 
 * **Nothing is ever forced.** A store is a commit whose parent is the branch's tip; the branch's
   history is every store, and any earlier state is a ``git show`` away.
@@ -23,9 +33,9 @@ URL defaults to ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN``
 as the HTTP authorization (through git's environment, never on a command line). Standard library
 only: the hosted store job runs it with the runner's own Python.
 
-Exit 0: done (or nothing to do, or no branch yet to fetch). 2: bad input (no URL, DIR holds no
-machine's results, a file that isn't asv's). 3: the remote could not be read or written, or the
-branch moved under every attempt.
+Exit 0: done (or nothing to do, or no branch yet to fetch). 2: bad input (no URL, neither --commit
+nor --unmeasured, a --commit that isn't a full hash, DIR holds no machine's results, a file that
+isn't asv's). 3: the remote could not be read or written, or the branch moved under every attempt.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import argparse
 import base64
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -48,6 +59,7 @@ BOT_NAME, BOT_EMAIL = "nf4kernel-bot", "nf4kernel-bot@users.noreply.github.com"
 GIT_TIMEOUT_S = 300
 ATTEMPTS = 5
 EXIT_BAD_INPUT, EXIT_REMOTE = 2, 3
+FULL_HASH = re.compile(r"[0-9a-f]{40}")  # as github.sha gives it
 
 
 class RemoteError(RuntimeError):
@@ -159,9 +171,9 @@ def fetch(url: str, into: Path) -> int:
 # --- store ---------------------------------------------------------------------------------------------
 
 
-def store(source: Path, url: str, message: str, attempts: int) -> int:
+def store(source: Path, url: str, message: str, attempts: int, run: result_merge.RunOnly) -> int:
     for attempt in range(1, attempts + 1):
-        moved = store_once(source, url, message)
+        moved = store_once(source, url, message, run)
         if moved is None:
             return 0
         if attempt < attempts:
@@ -170,7 +182,7 @@ def store(source: Path, url: str, message: str, attempts: int) -> int:
     raise RemoteError(f"{BRANCH} moved under each of {attempts} attempts to store")
 
 
-def store_once(source: Path, url: str, message: str) -> str | None:
+def store_once(source: Path, url: str, message: str, run: result_merge.RunOnly) -> str | None:
     """Merge onto the branch's tip and push. None once stored (or with nothing new to store); where
     the branch moved between the fetch and the push, how it moved. A push refused while the branch
     stayed where it was raises RemoteError."""
@@ -178,7 +190,7 @@ def store_once(source: Path, url: str, message: str) -> str | None:
         work = Path(scratch)
         base = check_out_branch(url, work)
         merged = result_merge.merge_tree(
-            source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True
+            source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True, run=run
         )
         if not merged.written:
             report(merged)
@@ -231,9 +243,15 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     fetch_cmd = commands.add_parser("fetch", help="merge the branch's results into DIR")
     fetch_cmd.add_argument("--into", type=Path, required=True, metavar="DIR", help="an asv results folder")
-    store_cmd = commands.add_parser("store", help="merge DIR's GPU results into the branch and push (never forced)")
+    store_cmd = commands.add_parser("store", help="add DIR's GPU results to the branch and push (never forced)")
     store_cmd.add_argument(
         "--from", dest="source", type=Path, required=True, metavar="DIR", help="an asv results folder"
+    )
+    store_cmd.add_argument(
+        "--commit", dest="commits", action="append", default=[], metavar="SHA", help="a commit the run measured"
+    )
+    store_cmd.add_argument(
+        "--unmeasured", action="store_true", help="also commits with no measured value stored (a backfill)"
     )
     store_cmd.add_argument("--message", default="asv results", help="the commit's first line")
     store_cmd.add_argument("--attempts", type=int, default=ATTEMPTS, help="pushes tried while the branch moves")
@@ -249,10 +267,18 @@ def main(argv=None) -> int:
         if args.attempts < 1:
             say(f"--attempts must be 1 or more, not {args.attempts}")
             return EXIT_BAD_INPUT
+        if not args.commits and not args.unmeasured:  # DIR can't say: it is the run's own upload
+            say("store needs --commit SHA (each commit this run measured) or --unmeasured")
+            return EXIT_BAD_INPUT
+        for sha in args.commits:
+            if not FULL_HASH.fullmatch(sha):
+                say(f"--commit {sha!r}: not a full commit hash (40 hex digits)")
+                return EXIT_BAD_INPUT
         if not result_merge.machines_in(args.source):
             say(f"nothing to store: {args.source} holds no <machine>/machine.json")
             return EXIT_BAD_INPUT
-        return store(args.source.resolve(), args.url, args.message, args.attempts)
+        run = result_merge.RunOnly(frozenset(args.commits), args.unmeasured)
+        return store(args.source.resolve(), args.url, args.message, args.attempts, run)
     except result_merge.NotAResultFile as error:
         say(f"{error}; nothing was written")
         return EXIT_BAD_INPUT

@@ -2,7 +2,8 @@
 repository standing in for GitHub), with only the GPU steps replaced by ones that put recorded
 results where asv would write them. The asv-results branch must never lose a result: a failed read
 fails the job, a re-run of an older store or two stores racing keep everything, and the nightly job
-measures the commits no merge run did."""
+measures the commits no merge run did. A store adds only its run's commit and rewrites nothing
+stored (test_store_never_rewrites.py)."""
 
 from __future__ import annotations
 
@@ -172,25 +173,26 @@ def test_a_failed_fetch_fails_the_job_and_leaves_the_branch_as_it_was(world, abc
 
 
 def test_the_first_run_creates_the_branch(world, abc):
-    A = abc[0]
+    C = abc[-1]  # main's tip: the commit the push's run measures
     assert git("ls-remote", str(world.origin), BRANCH, cwd=world.scratch) == ""
-    this_run = rf.write_store(world.scratch / "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))})
+    this_run = rf.write_store(world.scratch / "run", {C: rf.result(C, dict.fromkeys(NF4, rf.T0))})
     result = push(world, this_run)
     assert result.results == dict.fromkeys(
         ("types", "benchmark", "store", "site", "deploy", "changepoints"), "success"
     ), log(result)[-3000:]
-    assert f"h200: 36 series judged up to {A[:12]}: no regression" in log(result)  # its 3 benchmarks' figures
+    assert f"h200: 36 series judged up to {C[:12]}: no regression" in log(result)  # its 3 benchmarks' figures
     assert "h200: no regression, no open issue" in log(result)
     assert "has no asv-results branch yet" in log(result)
-    assert {result_file(A), "h200/machine.json", "benchmarks.json"} <= on_branch(world)
+    assert {result_file(C), "h200/machine.json", "benchmarks.json"} <= on_branch(world)
     assert len(git("rev-list", BRANCH, cwd=world.origin).split()) == 1
 
 
-def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(world, abc):
+def test_a_rerun_of_an_older_store_adds_its_commit_and_rewrites_nothing(world):
     """The hole: run 2 stored c; run 1's store, run again, force-pushed run 1's results: c was gone
-    and the branch's history with it. Here run 1's store failed the first time (a refused push), run 2
-    stored c and re-measured one benchmark of b on a new driver, then run 1's store is run again."""
-    A, B, C = abc
+    and the branch's history with it. Here run 1, of b, failed to store (a refused push); run 2, of c,
+    stored c, its upload also holding a re-measurement of b on a new driver (left out: not its
+    commit); then run 1's store is run again: it adds b, and the stored files stay as they were."""
+    A, B = on_main(world, "a", "b")
     put_on_branch(world, rf.write_store(world.scratch / "a", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), "a")
     refuse = world.origin / "hooks" / "pre-receive"
     refuse.write_text("#!/bin/sh\necho 'refused for this test' >&2\nexit 1\n")
@@ -203,6 +205,7 @@ def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(
     kept_artifact = world.scratch / "run1-artifact"
     shutil.copytree(world.artifacts / f"asv-results-{cpu_world.RECORDED_ON[0]}", kept_artifact)
 
+    (C,) = on_main(world, "c")
     run2 = rf.write_store(
         world.scratch / "run2",
         {
@@ -213,17 +216,19 @@ def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_the_branch_grows(
     )
     second = push(world, run2)
     assert second.results.get("store") == "success", log(second)[-3000:]
+    assert f"results-branch: {result_file(B)}: left out, not a result of {C[:12]}" in log(second)
     after_run2 = tip(world)
+    stored = branch_store(world)
+    kept = {path: (stored / path).read_bytes() for path in (result_file(A), result_file(C), "h200/machine.json")}
 
     shutil.rmtree(world.artifacts)
-    shutil.copytree(kept_artifact.parent / "run1-artifact", world.artifacts / f"asv-results-{cpu_world.RECORDED_ON[0]}")
-    again = only_job(world, "store", "push", world.push_event())
+    shutil.copytree(kept_artifact, world.artifacts / f"asv-results-{cpu_world.RECORDED_ON[0]}")
+    git("checkout", "-q", "--detach", B, cwd=world.work)  # GitHub's re-run: run 1's event, its github.sha
+    again = only_job(world, "store", "push", {**world.push_event(), "after": B})
     assert again.results == {"store": "success"}, log(again)[-3000:]
     stored = branch_store(world)
-    assert rf.started(stored, A) == dict.fromkeys(NF4, rf.T0)
-    assert rf.started(stored, B) == {**dict.fromkeys(NF4, rf.T0 + rf.DAY_MS), rf.KERNEL_TIME: rf.T0 + 2 * rf.DAY_MS}
-    assert rf.started(stored, C) == dict.fromkeys(rf.ALL, rf.T0 + 2 * rf.DAY_MS)
-    assert (stored / "h200" / "machine.json").read_text() == (run2 / "h200" / "machine.json").read_text()
+    assert rf.started(stored, B) == dict.fromkeys(NF4, rf.T0 + rf.DAY_MS)
+    assert {path: (stored / path).read_bytes() for path in kept} == kept
     assert tip(world) != after_run2 and is_ancestor(world, after_run2, tip(world))
     assert len(git("rev-list", BRANCH, cwd=world.origin).split()) == 3  # a, run 2's store, run 1's
 

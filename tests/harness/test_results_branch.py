@@ -1,6 +1,7 @@
 """The asv-results branch's store (harness/history/results_branch.py) against local bare repositories standing
-in for GitHub: append-only, merged by commit, machine and benchmark, a failed read told apart from a
-branch that does not exist yet, and a raced push merged again. history.yml's own steps run these
+in for GitHub: append-only, adding only what the run measured (test_store_never_rewrites.py: nothing
+stored is rewritten), a failed read told apart from a branch that does not exist yet, and a raced push
+merged again. history.yml's own steps run these
 commands under act in test_history_workflow.py."""
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def run_store(tmp_path: Path, name: str, files: dict, driver: str = "580.159.04"
 def test_the_first_store_creates_the_branch_and_names_its_files(tmp_path, origin):
     fetched = command("fetch", "--into", str(tmp_path / "fetched"), "--url", str(origin))
     assert fetched.returncode == 0 and "has no asv-results branch yet" in fetched.stdout
-    done = store(run_store(tmp_path, "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin)
+    done = store(run_store(tmp_path, "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", A)
     assert done.returncode == 0, done.stdout + done.stderr
     added = [line for line in done.stdout.splitlines() if line.startswith("results-branch: added ")]
     assert sorted(added) == sorted(
@@ -86,12 +87,17 @@ def test_the_first_store_creates_the_branch_and_names_its_files(tmp_path, origin
 
 
 def test_an_unreachable_remote_fails_with_exit_3_and_touches_nothing(tmp_path, origin):
-    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin)
+    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", A)
     before = tip(origin)
     into = tmp_path / "fetched"
     for done in (
         command("fetch", "--into", str(into), "--url", str(tmp_path / "nowhere.git")),
-        store(run_store(tmp_path, "second", {B: rf.result(B, dict.fromkeys(NF4, rf.T0))}), tmp_path / "nowhere.git"),
+        store(
+            run_store(tmp_path, "second", {B: rf.result(B, dict.fromkeys(NF4, rf.T0))}),
+            tmp_path / "nowhere.git",
+            "--commit",
+            B,
+        ),
     ):
         assert done.returncode == 3 and "Traceback" not in done.stdout + done.stderr
         (line,) = done.stdout.splitlines()
@@ -99,9 +105,10 @@ def test_an_unreachable_remote_fails_with_exit_3_and_touches_nothing(tmp_path, o
     assert tip(origin) == before and not into.exists()
 
 
-def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_adds_to_the_history(tmp_path, origin):
-    """Run 1 measured b; its store failed. Run 2 stored c, re-measured one benchmark of b, on a new
-    driver. Run 1's store, run again, adds b's other benchmarks and changes nothing else."""
+def test_a_rerun_of_an_older_store_adds_its_commit_and_rewrites_nothing(tmp_path, origin):
+    """Run 1 measured b; its store failed. Run 2 measured c, and its upload also held a measurement of
+    one benchmark of b on a new driver: left out, b is not run 2's commit. Run 1's store, run again,
+    adds b as run 1 measured it; c and the machine.json stored with it stay byte for byte."""
     run1 = run_store(tmp_path, "run1", {B: rf.result(B, dict.fromkeys(NF4, rf.T0))})
     run2 = run_store(
         tmp_path,
@@ -112,18 +119,21 @@ def test_a_rerun_of_an_older_store_keeps_the_newer_results_and_adds_to_the_histo
         },
         driver="590.10",
     )
-    assert store(run2, origin).returncode == 0
+    second = store(run2, origin, "--commit", C)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert f"results-branch: h200/{B[:8]}-{rf.ENV}.json: left out, not a result of {C[:12]}" in second.stdout
     after_run2 = tip(origin)
-    done = store(run1, origin)
+    kept = {path: on_branch(origin, path) for path in (f"h200/{C[:8]}-{rf.ENV}.json", "h200/machine.json")}
+    done = store(run1, origin, "--commit", B)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert f"results-branch: changed h200/{B[:8]}-{rf.ENV}.json" in done.stdout
-    assert "added" not in done.stdout and "machine.json" in done.stdout  # kept, and the line says why
-    assert started_on_branch(origin, B) == {**dict.fromkeys(NF4, rf.T0), rf.KERNEL_TIME: rf.T0 + rf.DAY_MS}
-    assert started_on_branch(origin, C) == dict.fromkeys(rf.ALL, rf.T0 + rf.DAY_MS)
+    assert f"results-branch: added h200/{B[:8]}-{rf.ENV}.json" in done.stdout
+    assert "changed" not in done.stdout and "h200/machine.json: asv-results's is kept" in done.stdout
+    assert started_on_branch(origin, B) == dict.fromkeys(NF4, rf.T0)
+    assert {path: on_branch(origin, path) for path in kept} == kept
     assert json.loads(on_branch(origin, "h200/machine.json"))["driver"] == "590.10"
     assert history_of(origin)[1:] == [after_run2]  # one commit on top: nothing rewritten
 
-    again = store(run1, origin)
+    again = store(run1, origin, "--commit", B)
     assert again.returncode == 0 and "nothing new for asv-results" in again.stdout
     assert len(history_of(origin)) == 2
 
@@ -155,10 +165,11 @@ def install_racer(tmp_path: Path, origin: Path, racer_files: Path, race: str = "
 
 
 def test_two_stores_racing_both_land(tmp_path, origin):
-    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin)
+    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", A)
     racer = run_store(tmp_path, "racer", {B: rf.result(B, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
     state = install_racer(tmp_path, origin, racer)
-    done = store(run_store(tmp_path, "mine", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))}), origin)
+    mine = run_store(tmp_path, "mine", {C: rf.result(C, dict.fromkeys(NF4, rf.T0 + rf.DAY_MS))})
+    done = store(mine, origin, "--commit", C)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "asv-results moved under this store" in done.stdout
     assert len((state / "pushes").read_text().splitlines()) == 2  # this store's first push, and its second
@@ -169,10 +180,10 @@ def test_two_stores_racing_both_land(tmp_path, origin):
 
 
 def test_a_branch_that_moves_under_every_attempt_fails_with_exit_3(tmp_path, origin):
-    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin)
+    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", A)
     install_racer(tmp_path, origin, run_store(tmp_path, "racer", {}), race="always")
     mine = run_store(tmp_path, "mine", {C: rf.result(C, dict.fromkeys(NF4, rf.T0))})
-    done = store(mine, origin, "--attempts", "2")
+    done = store(mine, origin, "--commit", C, "--attempts", "2")
     assert done.returncode == 3
     assert done.stdout.splitlines()[-1] == (
         "results-branch: asv-results moved under each of 2 attempts to store; nothing was written"
@@ -181,13 +192,13 @@ def test_a_branch_that_moves_under_every_attempt_fails_with_exit_3(tmp_path, ori
 
 
 def test_a_push_refused_while_the_branch_stayed_put_is_not_retried(tmp_path, origin):
-    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin)
+    store(run_store(tmp_path, "first", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", A)
     before = tip(origin)
     state = tmp_path / "refusals"
     hook = origin / "hooks" / "pre-receive"
     hook.write_text(f'#!/bin/sh\necho x >> "{state}"\necho "protected branch" >&2\nexit 1\n')
     hook.chmod(0o755)
-    done = store(run_store(tmp_path, "mine", {C: rf.result(C, dict.fromkeys(NF4, rf.T0))}), origin)
+    done = store(run_store(tmp_path, "mine", {C: rf.result(C, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", C)
     assert done.returncode == 3 and len(state.read_text().splitlines()) == 1
     assert done.stdout.splitlines()[-1].startswith(f"results-branch: {origin} refused the push of asv-results: ")
     assert tip(origin) == before
@@ -196,16 +207,16 @@ def test_a_push_refused_while_the_branch_stayed_put_is_not_retried(tmp_path, ori
 def test_bad_input_is_one_line_and_exit_2(tmp_path, origin):
     empty = tmp_path / "empty"
     empty.mkdir()
-    done = store(empty, origin)
+    done = store(empty, origin, "--commit", A)
     assert (done.returncode, done.stdout) == (
         2,
         f"results-branch: nothing to store: {empty} holds no <machine>/machine.json\n",
     )
     broken = run_store(tmp_path, "broken", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))})
-    rf.path_of(broken, B).write_text("[1, 2]")
-    done = store(broken, origin)
+    rf.path_of(broken, A).write_text("[1, 2]")
+    done = store(broken, origin, "--commit", A)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stdout == f"results-branch: {rf.path_of(broken, B)}: not a JSON object; nothing was written\n"
+    assert done.stdout == f"results-branch: {rf.path_of(broken, A)}: not a JSON object; nothing was written\n"
     assert git("for-each-ref", cwd=origin) == ""  # no branch was made
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")}
     done = command("store", "--from", str(broken), env=env)
@@ -217,13 +228,13 @@ def test_a_machine_without_a_gpu_is_left_out(tmp_path, origin):
     cpu = source / "cpu-some-processor"
     cpu.mkdir()
     (cpu / "machine.json").write_text(json.dumps({"machine": cpu.name, "gpu": "none"}))
-    done = store(source, origin)
+    done = store(source, origin, "--commit", A)
     assert done.returncode == 0 and "cpu-some-processor: left out" in done.stdout
     assert "cpu-some-processor" not in git("ls-tree", "-r", "--name-only", "asv-results", cwd=origin)
 
 
 def test_fetch_merges_the_branch_into_a_folder_without_replacing_newer_local_rows(tmp_path, origin):
-    store(run_store(tmp_path, "stored", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin)
+    store(run_store(tmp_path, "stored", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))}), origin, "--commit", A)
     local = run_store(tmp_path, "local", {A: rf.result(A, {rf.KERNEL_TIME: rf.T0 + rf.DAY_MS})})
     done = command("fetch", "--into", str(local), "--url", str(origin))
     assert done.returncode == 0, done.stdout + done.stderr
