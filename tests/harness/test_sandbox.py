@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -224,3 +225,95 @@ def test_a_kernel_keeps_its_own_compile_cache_from_run_to_run_and_reaches_no_oth
 def test_a_kernel_cache_is_named_only_by_a_full_commit_hash(commit):
     with pytest.raises(ValueError, match="full commit hash"):
         sandbox.kernel_cache(commit)
+
+
+# Issue 45's routes, each against the view the sandbox had before (``/`` bound read-only with the
+# job's places hidden behind empty folders, bubblewrap allowed a nested user namespace), built here
+# as it was, and against today's allow-list. The JIT loop's layout: the runner's folder holds the
+# workspace, beside the job's home and $TMPDIR, outside /tmp (which both views hide).
+def todays_view_before(argv: list[str], env: dict) -> list[str]:
+    hidden = ["/tmp", "/run", env["HOME"], env["RUNNER_TEMP"], env["GITHUB_WORKSPACE"]]
+    hidden.append(str(Path(env["GITHUB_WORKSPACE"]).parent))
+    line = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    line += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for place in hidden:
+        line += ["--tmpfs", place]
+    return [*line, "--", *argv]
+
+
+@pytest.fixture
+def jit_job(monkeypatch):
+    """/var/tmp/…/{runner/{.credentials,_work/repo/repo,_work/_temp}, home, tmp/nf4kernel-base/…}."""
+    root = Path(tempfile.mkdtemp(prefix="nf4kernel-jit-", dir="/var/tmp"))
+    runner, home, tmp = root / "runner", root / "home", root / "tmp"
+    workspace, temp = runner / "_work" / "repo" / "repo", runner / "_work" / "_temp"
+    for folder in (workspace, temp, home, tmp / "nf4kernel-base" / "nf4kernel"):
+        folder.mkdir(parents=True)
+    (runner / ".credentials").write_text("runner-credentials-secret\n")
+    (tmp / "nf4kernel-base" / "nf4kernel" / "__init__.py").write_text("# the base's staged copy\n")
+    env = {"HOME": str(home), "TMPDIR": str(tmp), "RUNNER_TEMP": str(temp), "GITHUB_WORKSPACE": str(workspace)}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    yield {"root": root, "env": env}
+    subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+READ_ROUTES = "for f in {credentials} {base}; do cat $f 2>/dev/null || echo refused; done"
+
+
+def test_before_the_allow_list_a_job_read_the_runners_credentials_and_its_tmpdir_now_neither(jit_job):
+    root = jit_job["root"]
+    script = READ_ROUTES.format(
+        credentials=root / "runner" / ".credentials", base=root / "tmp" / "nf4kernel-base" / "nf4kernel" / "__init__.py"
+    )
+    before = subprocess.run(
+        todays_view_before(["sh", "-c", script], jit_job["env"]), capture_output=True, text=True, timeout=60
+    )
+    assert before.stdout.splitlines() == ["runner-credentials-secret", "# the base's staged copy"], before.stderr
+    now = sandbox.run(["sh", "-c", script], timeout=60)
+    assert now.stdout.splitlines() == ["refused", "refused"]
+
+
+@pytest.mark.parametrize("name", ["runner", "tmp", "home", "root"])
+def test_a_folder_to_show_that_holds_the_jobs_places_is_refused(jit_job, name):
+    folder = jit_job["root"] if name == "root" else jit_job["root"] / name
+    with pytest.raises(sandbox.Unavailable, match="which holds"):
+        sandbox.command(["true"], read=[folder])
+    with pytest.raises(sandbox.Unavailable, match="which holds"):
+        sandbox.command(["true"], read=[Path("/")])
+
+
+NESTED = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.unshare(0x10000000 | 0x00020000) == 0:  # CLONE_NEWUSER | CLONE_NEWNS
+    caps = [line for line in open("/proc/self/status") if line.startswith("CapEff")][0].split()[1]
+    mounted = libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0
+    print(f"nested user namespace: CapEff {caps}, tmpfs mounted: {mounted}")
+else:
+    print(f"refused: {os.strerror(ctypes.get_errno())}")
+"""
+
+
+def test_before_a_sandboxed_process_regained_every_capability_in_a_nested_user_namespace_now_it_cant(jit_job):
+    argv = [sys.executable, "-c", NESTED]
+    before = subprocess.run(todays_view_before(argv, jit_job["env"]), capture_output=True, text=True, timeout=60)
+    assert before.stdout.strip() == "nested user namespace: CapEff 000001ffffffffff, tmpfs mounted: True", before.stderr
+    now = sandbox.run(argv, timeout=60)
+    assert now.stdout.strip().startswith("refused: "), now.stdout
+    assert "--disable-userns" in sandbox.namespaces() and "--assert-userns-disabled" in sandbox.namespaces()
+
+
+def test_what_the_sandbox_prints_reaches_the_log_behind_stop_commands_with_a_nonce_it_never_sees(capfd):
+    """A workflow command the child prints (to either stream) is between ``::stop-commands::N`` and
+    ``::N::`` on this process's stdout; N is in neither its environment nor its arguments."""
+    child = "import os, sys; print('::add-mask::FAIL'); print('::error::x', file=sys.stderr); print(dict(os.environ), sys.argv)"
+    sandbox.run([sys.executable, "-c", child], timeout=60, stdout=None)
+    lines = capfd.readouterr().out.splitlines()
+    nonce = lines[0].removeprefix("::stop-commands::")
+    assert len(nonce) == 32 and lines[-1] == f"::{nonce}::", lines
+    assert {"::add-mask::FAIL", "::error::x"} <= set(lines[1:-1])
+    assert not any(nonce in line for line in lines[1:-1])
+    # Output read back through a pipe never reaches the log: no marker is printed for it.
+    done = sandbox.run([sys.executable, "-c", "print('::add-mask::FAIL')"], timeout=60, stderr=subprocess.PIPE)
+    assert done.stdout == "::add-mask::FAIL\n" and capfd.readouterr().out == ""
