@@ -5,13 +5,58 @@ Two layouts. Without ``widths``, the compact one GitHub reads: ``| a | b |`` und
 ``---`` or ``---:`` per column. With ``widths``, each cell is padded to its column's width so the
 table also lines up where it is printed (a terminal, a log); its rule is dashes only, as wide as
 the column or its heading, whichever is wider.
+
+A record's strings are the measured code's to choose (a pull request's kernel runs in the measuring
+process): ``text`` makes one inert in a table cell or a line of a summary, and in the job's log,
+where the runner acts on a line that starts with ``::`` and on ``##[`` anywhere in a line.
 """
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from collections.abc import Iterable, Sequence
 
 LEFT, RIGHT = "l", "r"
+LIMIT = 200  # characters of a record's string shown; a longer one is cut, with an ellipsis
+
+# What GitHub's Markdown acts on within a line: escapes, code, emphasis and strike-through, links
+# and images, HTML and <autolinks>, table cells, math, entities, @-mentions (and e-mail autolinks),
+# #-references, and a bare URL's ``://`` or ``www.`` (GFM links those too). Each is backslash-escaped,
+# which renders it as itself. ``. , - + ( ) / :`` elsewhere are left as they are: inert within a
+# line, and in every version, path and GPU name, which read in the log as they always did.
+_ACTIVE = re.compile(r"[\\`*_{}\[\]<>|~!@#$&]|:(?=//)|(?<=www)\.", re.IGNORECASE)
+_CODE = str.maketrans({"`": "'", '"': "'", "|": "\u00a6"})
+
+
+def text(value: object, limit: int | None = LIMIT) -> str:
+    """``value`` as a table cell or part of a line, in a summary and in the log: one line, at most
+    ``limit`` characters of it, its Markdown escaped (``line`` then ``escape``)."""
+    return escape(line(value, limit))
+
+
+def line(value: object, limit: int | None = LIMIT) -> str:
+    """``value`` as part of a line of the log: every line break a space (so it can't start a line
+    of its own, a workflow command among them), any other control or format character (a
+    terminal's escape, a bidirectional override) U+FFFD, the runner's legacy ``##[`` broken, and cut
+    to ``limit`` characters (None: whole)."""
+    shown = "".join(
+        " " if c.isspace() else "\ufffd" if unicodedata.category(c).startswith("C") else c for c in str(value)
+    )
+    shown = shown.replace("##[", "#\ufffd#[")
+    return shown if limit is None or len(shown) <= limit else shown[: limit - 1] + "\u2026"
+
+
+def escape(plain: str) -> str:
+    """A line of plain text as Markdown that shows it as it is (see ``_ACTIVE``): within a line or a
+    table cell (a line of its own could still start a list with ``-`` or ``1.``)."""
+    return _ACTIVE.sub(r"\\\g<0>", plain)
+
+
+def code(value: object, limit: int | None = LIMIT) -> str:
+    """``value`` inside a code span or a chart's quoted label (where a backslash is no escape): one
+    line, and no backtick or double quote to end it, nor a pipe to end a table's cell."""
+    return line(value, limit).translate(_CODE)
 
 
 def table(

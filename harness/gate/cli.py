@@ -42,6 +42,7 @@ import os
 import sys
 
 from harness.core import gpu_state, gpu_types, records
+from harness.core import markdown as md
 from harness.gate import decision, measurement, noise
 from harness.gate.table import markdown, table
 
@@ -246,7 +247,7 @@ def report_aa(args, record: dict) -> int:
     env = record["environment"]
     if not env.get("cuda"):
         why = env.get("cuda_error", "no CUDA GPU here")
-        text = f"A/A noise check: {why}: nothing was measured"
+        text = f"A/A noise check: {md.line(why)}: nothing was measured"
         write(args, record, text, noise.markdown(text))
         return decision.EXIT_NO_GPU
     found = noise.report(record)
@@ -275,7 +276,8 @@ def main(argv=None) -> int:
 
 def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
     """Exit 2 with one line on stderr: what was wrong, and where (a file and a field where it was a record)."""
-    parser.exit(decision.EXIT_BAD_INPUT, f"{parser.prog}: error: {' '.join(str(error).splitlines())}\n")
+    said = md.line(" ".join(str(error).splitlines()), limit=None)  # it may quote a record's strings
+    parser.exit(decision.EXIT_BAD_INPUT, f"{parser.prog}: error: {said}\n")
 
 
 def run(args) -> int:

@@ -51,12 +51,16 @@ def text(record: dict, found: dict, threshold: float = decision.DEFAULT_THRESHOL
     whole, first = found["whole_round"], found["median_of_min_rounds"]
     marked = set(found["throttled_rounds"])
     lines = [
-        f"A/A noise check on {env.get('device', 'an unnamed GPU')}: nf4kernel against itself, "
+        f"A/A noise check on {md.line(env.get('device', 'an unnamed GPU'))}: nf4kernel against itself, "
         f"{found['rounds']} interleaved rounds (ratio = B's time / A's; 1 is no noise)",
         "",
     ]
     rows = [
-        [row["label"], *(f"{row[key]:.4f}" for key in ("median", "min", "max")), f"{row['largest_deviation']:.2%}"]
+        [
+            md.text(row["label"]),
+            *(f"{row[key]:.4f}" for key in ("median", "min", "max")),
+            f"{row['largest_deviation']:.2%}",
+        ]
         for row in [*found["shapes"], {"label": "whole round", **whole}]
     ]
     # The deviations are padded to 16, one narrower than their heading, so the text matches the

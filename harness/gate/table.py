@@ -24,7 +24,7 @@ TIMING_WIDTHS = (22, 16, 8, 6, 6)  # padded: the gate prints this table as well
 
 def _row(shape: dict, name: str, us: float, copy: float) -> list[str]:
     gbs = shape["bytes_per_call"] / us / 1e3
-    return [shape["label"], name, f"{us:.1f}", f"{gbs:.0f}", f"{100 * gbs * 1e9 / copy:.1f}"]
+    return [md.text(shape["label"]), name, f"{us:.1f}", f"{gbs:.0f}", f"{100 * gbs * 1e9 / copy:.1f}"]
 
 
 def timing_table(record: dict) -> list[str]:
@@ -33,7 +33,7 @@ def timing_table(record: dict) -> list[str]:
     env = record["environment"]
     copy = env["copy_bytes_per_s"]
     lines = [
-        f"Challenge A on {env['device']} (copy {copy / 1e9:.0f} GB/s), {record['rounds']} interleaved rounds, "
+        f"Challenge A on {md.line(env['device'])} (copy {copy / 1e9:.0f} GB/s), {record['rounds']} interleaved rounds, "
         "median round:",
         "",
     ]
@@ -51,7 +51,7 @@ def timing_table(record: dict) -> list[str]:
         ratio = statistics.median(decision.round_ratios(classic, baseline="unsloth_classic"))
         lines.append(f"* own process (UNSLOTH_BNB_TRITON=0), where nf4kernel was {ratio:.2f}x as fast")
     elif classic:
-        lines.append(f"Unsloth's classic path was not measured: {classic.get('error')}")
+        lines.append(f"Unsloth's classic path was not measured: {md.line(classic.get('error'))}")
     return lines
 
 
@@ -80,11 +80,11 @@ def throttle_lines(record: dict) -> list[str]:
         return ["the GPU's state was not recorded (the record predates round states)"]
     unavailable = next((s["state_after"]["unavailable"] for s in states if "unavailable" in s["state_after"]), None)
     if unavailable:
-        return [f"the GPU's state could not be read: {unavailable}"]
+        return [f"the GPU's state could not be read: {md.line(unavailable)}"]
     throttled = decision.throttled_rounds(record)
     if not throttled:
         return [f"none of the {len(states)} rounds was taken while the GPU throttled"]
-    reasons = sorted({r for _, rs in throttled for r in rs})
+    reasons = sorted({md.line(r) for _, rs in throttled for r in rs})
     return [
         f"{len(throttled)} of {len(states)} rounds were taken while the GPU throttled ({', '.join(reasons)}): "
         f"marked {MARK}; they count, as both implementations ran in each"
@@ -110,7 +110,7 @@ def gpu_state_line(record: dict) -> list[str]:
         return [s.get(key) for s in after]
 
     return [
-        f"GPU after each round ({first['source']}): SM {_span(field('sm_clock_mhz'), 'MHz')} "
+        f"GPU after each round ({md.line(first['source'])}): SM {_span(field('sm_clock_mhz'), 'MHz')} "
         f"(max {_span(field('max_sm_clock_mhz'), 'MHz')}), memory {_span(field('mem_clock_mhz'), 'MHz')}, "
         f"{_span(field('temperature_c'), '°C')}, {_span(field('power_w'), 'W')} "
         f"of {_span(field('power_limit_w'), 'W')}"
@@ -121,11 +121,13 @@ def versions_line(record: dict) -> list[str]:
     found = record.get("environment", {}).get("versions")
     if not found:
         return []
-    cuda = found.get("cuda") or "?"
+    cuda = md.line(found.get("cuda") or "?")
     if found.get("cuda_driver"):
-        cuda += f" (driver's {found['cuda_driver']})"
-    packages = ", ".join(f"{p} {found.get(p) or 'absent'}" for p in ("torch", "triton", "bitsandbytes", "unsloth"))
-    return [f"versions: driver {found.get('driver') or '?'}, CUDA {cuda}, {packages}"]
+        cuda += f" (driver's {md.line(found['cuda_driver'])})"
+    packages = ", ".join(
+        f"{p} {md.line(found.get(p) or 'absent')}" for p in ("torch", "triton", "bitsandbytes", "unsloth")
+    )
+    return [f"versions: driver {md.line(found.get('driver') or '?')}, CUDA {cuda}, {packages}"]
 
 
 def baseline_lines(verdict: decision.Verdict) -> list[str]:
@@ -152,12 +154,17 @@ def kernel_line(record: dict) -> list[str]:
     if not where:
         return []
     commit = kernel.get("commit")
-    what = f"nf4kernel of {commit[:12]} ({kernel['source']}), alone on the path" if commit else "nf4kernel"
-    return [f"kernel under test: {what}, imported from {where}"]
+    what = (
+        f"nf4kernel of {md.line(commit[:12])} ({md.line(kernel['source'])}), alone on the path"
+        if commit
+        else "nf4kernel"
+    )
+    return [f"kernel under test: {what}, imported from {md.line(where)}"]
 
 
 def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
-    """The whole text, the verdict line last."""
+    """The whole text, the verdict line last: what the log shows, so a record's strings are each
+    ``md.line`` (one line), and ``md.text`` in a table's cell (the summary takes the rows as they are)."""
     lines = timing_table(record) if "seconds" in record else []
     if verdict.ratio_median is not None:
         lines += speed_up(record, verdict, threshold) + gpu_state_line(record) + baseline_lines(verdict)
@@ -168,14 +175,14 @@ def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
         lines.append(
             f"correctness: {sum(c['ok'] for c in checks)}/{len(checks)} checks pass, {exact} of them bit-exact"
         )
-    lines.append(verdict.line())
+    lines.append(md.line(verdict.line(), limit=None))  # its reasons may quote a record's strings
     return "\n".join(lines)
 
 
 def chart(record: dict, threshold: float) -> str:
     """A Mermaid bar chart (GitHub renders it in a job summary): the speed-up per shape, the
     threshold as a line."""
-    labels = ", ".join(f'"{shape["label"]}"' for shape in record["shapes"])
+    labels = ", ".join(f'"{md.code(shape["label"])}"' for shape in record["shapes"])
     ratios = decision.shape_ratios(record)
     top = max([*ratios, threshold]) * 1.25
     return "\n".join(
@@ -199,13 +206,14 @@ def markdown(record: dict, verdict: decision.Verdict, threshold: float, text: st
     parts = ["### nf4kernel speed gate", *paragraphs(body[0] if body else "")]
     if "seconds" in record and record.get("shapes"):
         parts.append(chart(record, threshold))
-    parts.append(f"**{_escaped(verdict_line)}**")
+    parts.append(f"**{md.escape(verdict_line)}**")
     return "\n\n".join(parts) + "\n"
 
 
 def paragraphs(text: str) -> list[str]:
     """Markdown blocks: consecutive table rows stay one table; every other line is its own paragraph
-    (GitHub would run single lines together), its asterisks escaped (the throttle marks)."""
+    (GitHub would run single lines together), plain text escaped whole (the throttle marks, and
+    whatever a record's strings hold: the text has no Markdown of its own outside its tables)."""
     blocks, rows = [], []
     for line in text.splitlines():
         if line.startswith("|"):
@@ -215,11 +223,7 @@ def paragraphs(text: str) -> list[str]:
             blocks.append("\n".join(rows))
             rows = []
         if line.strip():
-            blocks.append(_escaped(line))
+            blocks.append(md.escape(line))
     if rows:
         blocks.append("\n".join(rows))
     return blocks
-
-
-def _escaped(line: str) -> str:
-    return line.replace("*", "\\*")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 
+from harness.core import markdown as md
 from harness.history.changepoint_rule import FLOOR, NOISE_FACTOR, PERSIST, lower_is_better
 from harness.history.changepoint_series import BadInput, Regression
 
@@ -29,14 +30,15 @@ def called_set(regressions: list[Regression]) -> str:
 
 def body(machine: str, regressions: list[Regression], head: str, compare_url: str = "") -> str:
     """The issue's text: the first bad commit's range, then every series called and its own range.
-    ``regressions`` come in main's order of their ranges (``verdicts``): the first is the first bad."""
+    ``regressions`` come in main's order of their ranges (``verdicts``): the first is the first bad.
+    The machine's name and a series' label are the asv results' (``md.text``, ``md.code``)."""
     first = regressions[0]
     span = f"{first.good[:12]}...{first.full[:12]}"
     link = f" ([compare]({compare_url}{first.good}...{first.full}))" if compare_url else ""
     count = len(first.commits)
     lines = [
-        MARKER.format(machine=machine) + f" called={called_set(regressions)} -->",
-        f"Change-point detection on main's history of **{machine}** calls {len(regressions)} series slower "
+        marker(machine) + f" called={called_set(regressions)} -->",
+        f"Change-point detection on main's history of **{md.text(machine)}** calls {len(regressions)} series slower "
         f"than before, as of {head[:12]} (`python -m harness.history.changepoints check`).",
         "",
         f"**First bad commit's range:** {span}{link}: after {first.good[:12]}, up to and including "
@@ -48,7 +50,7 @@ def body(machine: str, regressions: list[Regression], head: str, compare_url: st
     for r in regressions:
         rate = not lower_is_better(r.series.unit)
         lines.append(
-            f"| `{r.series.label}` | {human(r.found.before, r.series.unit, rate)} | "
+            f"| `{md.code(r.series.label)}` | {human(r.found.before, r.series.unit, rate)} | "
             f"{human(r.found.now, r.series.unit, rate)} | {r.shown} | {r.found.limit:.1%} | "
             f"{r.good[:12]}...{r.full[:12]} |"
         )
@@ -63,9 +65,15 @@ def body(machine: str, regressions: list[Regression], head: str, compare_url: st
     return "\n".join(lines) + "\n"
 
 
+def marker(machine: str) -> str:
+    """The marker's opening; escaped, the machine's name can't end the comment (``-->``), and a
+    machine's name (a slug: letters, digits, dots and dashes) is as it always was."""
+    return MARKER.format(machine=md.text(machine))
+
+
 def open_issue(github, machine: str) -> dict | None:
     """The open issue this check keeps for ``machine`` (by its marker, or its title), if any."""
-    title, marker = TITLE.format(machine=machine), MARKER.format(machine=machine)
+    title, opening = TITLE.format(machine=machine), marker(machine)
     for page in range(1, 101):
         found = github.call("GET", f"issues?state=open&per_page=100&page={page}")
         if not isinstance(found, list):
@@ -73,7 +81,7 @@ def open_issue(github, machine: str) -> dict | None:
         for issue in found:
             if "pull_request" in issue:  # the issues endpoint lists pull requests too
                 continue
-            if issue.get("title") == title or marker in (issue.get("body") or ""):
+            if issue.get("title") == title or opening in (issue.get("body") or ""):
                 return issue
         if len(found) < 100:
             return None
@@ -95,7 +103,7 @@ def sync(github, machine: str, regressions: list[Regression], head: str, compare
         github.call("PATCH", f"issues/{number}", {"body": text})
         if f"called={called_set(regressions)} -->" in old:
             return f"updated #{number} {title!r} (the same series and ranges)"
-        names = ", ".join(f"{r.series.label} ({r.good[:12]}...{r.full[:12]})" for r in regressions)
+        names = ", ".join(f"{md.text(r.series.label)} ({r.good[:12]}...{r.full[:12]})" for r in regressions)
         github.call("POST", f"issues/{number}/comments", {"body": f"As of {head[:12]}, called: {names}."})
         return f"updated #{number} {title!r}, with a comment: what is called changed"
     if issue is None:

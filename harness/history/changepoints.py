@@ -53,6 +53,7 @@ import re
 import sys
 from pathlib import Path
 
+from harness.core import markdown as md
 from harness.core.paths import ROOT
 from harness.history.changepoint_issue import TITLE, body, sync
 from harness.history.changepoint_power import power
@@ -97,11 +98,11 @@ def check(args) -> int:
     for machine, (regressions, judged, skipped, head) in found.items():
         if not judged:
             line = f"{machine}: no result of a commit of {args.rev}'s first-parent history: nothing judged"
-            print(line)
+            print(md.line(line, limit=None))  # one line of the log, whatever a label holds
             summary.append(line)
             continue
         line = report_line(machine, regressions, judged, skipped, head)
-        print(line)
+        print(md.line(line, limit=None))
         summary.append(line)
         title = TITLE.format(machine=machine)
         if args.dry_run:
@@ -118,12 +119,13 @@ def check(args) -> int:
         except (Refused, BadInput) as error:
             print(f"changepoints: {machine}: {error}", file=sys.stderr)
             return 1
-        print(f"{machine}: {done}")
+        print(md.line(f"{machine}: {done}", limit=None))
         summary.append(f"{machine}: {done}")
     path = env.get("GITHUB_STEP_SUMMARY")
     if path:
         with open(path, "a") as f:
-            f.write("### Change points on main\n\n" + "".join(f"- {line}\n" for line in summary))
+            # A line names the asv results' machines and series: escaped, as Markdown can act on them.
+            f.write("### Change points on main\n\n" + "".join(f"- {md.text(line, limit=None)}\n" for line in summary))
     return 0
 
 

@@ -41,6 +41,7 @@ import sys
 from pathlib import Path
 
 from harness.core import exits, kernel_source, records, workload
+from harness.core import markdown as md
 from harness.regression import paired_rounds
 from harness.regression import rule as regression_rule
 
@@ -59,32 +60,38 @@ def cuda_available() -> bool:
 
 
 def summary(record: dict, verdict: regression_rule.Judgement) -> str:
-    base, head = record.get("base", "?"), record.get("head", "?")
+    """The job summary, in Markdown: the record's strings (its commits, device, result names, and
+    the notes that quote them) escaped (``md.text``)."""
+    base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
     rounds = [len(p["rounds"]) for p in record["passes"]]
     how = f"{rounds[0]} paired rounds" + (f", then {rounds[1]} re-measuring" if len(rounds) > 1 else "")
     said = "FAIL" if verdict.failed else "PASS"
-    notes = "".join(f"\n- {note}" for note in verdict.notes)
+    notes = "".join(f"\n- {md.text(note, limit=None)}" for note in verdict.notes)
     return (
-        f"### Regression check: {base[:8]} → {head[:8]}\n\n"
-        f"{record.get('device', 'an unnamed device')}; {how}; each result judged against its own noise.\n\n"
+        f"### Regression check: {base} → {head}\n\n"
+        f"{md.text(record.get('device', 'an unnamed device'))}; {how}; each result judged against its own noise.\n\n"
         f"{regression_rule.table(verdict)}\n{notes}\n\n**{said}**\n"
     )
 
 
 def report(record: dict, verdict: regression_rule.Judgement, summary_path: str | None) -> int:
     """The table and the verdict's lines on stdout, the summary appended to ``summary_path``; 0 pass,
-    1 slower, 2 when the summary can't be written (the verdict then reaches no one who reads it)."""
+    1 slower, 2 when the summary can't be written (the verdict then reaches no one who reads it).
+    A record's strings reach the log as ``md.line``: one line each, no workflow command."""
     print(regression_rule.table(verdict), flush=True)
     for note in verdict.notes:
-        print(f"regression: {note}", flush=True)
+        print(f"regression: {md.line(note, limit=None)}", flush=True)
     for r in verdict.called:
         print(
-            f"regression: slower: {r.name}: {r.change:.3f}x ({r.ci_low:.3f} to {r.ci_high:.3f}, "
+            f"regression: slower: {md.line(r.name)}: {r.change:.3f}x ({r.ci_low:.3f} to {r.ci_high:.3f}, "
             f"noise ±{r.noise:.1%}; limit {r.limit:.2f}x)",
             flush=True,
         )
     for m in verdict.memory:
-        print(f"regression: peak memory grew: {m['name']}: {m['base_bytes']} -> {m['head_bytes']} bytes", flush=True)
+        print(
+            f"regression: peak memory grew: {md.line(m['name'])}: {m['base_bytes']} -> {m['head_bytes']} bytes",
+            flush=True,
+        )
     if summary_path:
         try:
             with open(summary_path, "a") as f:
@@ -92,7 +99,7 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
         except OSError as error:
             print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
             return 2
-    base, head = record.get("base", "?")[:8], record.get("head", "?")[:8]
+    base, head = md.line(record.get("base", "?")[:8]), md.line(record.get("head", "?")[:8])
     if verdict.failed:
         called = len(verdict.called) + len(verdict.memory)
         print(f"regression: FAIL: {head} against {base}: {called} called slower or larger", flush=True)
@@ -119,7 +126,7 @@ def replay(path: str, args) -> int:
 
 def no_verdict(why: str) -> int:
     """A record that can't be read or decided gives no verdict, and no verdict is never a pass."""
-    print(f"regression: {' '.join(why.splitlines())}; no verdict (exit 2)", flush=True)
+    print(f"regression: {md.line(' '.join(why.splitlines()), limit=None)}; no verdict (exit 2)", flush=True)
     return 2
 
 
@@ -234,8 +241,8 @@ def measure(args, base: str, head: str) -> dict | int:
                 min_change=args.min_change or regression_rule.DEFAULT_MIN_CHANGE,
                 min_group_change=args.min_group_change or regression_rule.DEFAULT_MIN_GROUP_CHANGE,
             )
-    except paired_rounds.MeasureError as error:
-        print(f"regression: {error}", flush=True)
+    except paired_rounds.MeasureError as error:  # it may quote what a kernel's process said
+        print(f"regression: {md.line(error, limit=None)}", flush=True)
         return error.exit_code if error.exit_code in (2, 3, 4) else 2
     except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
         print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)

@@ -332,7 +332,8 @@ def _us(seconds: float | None) -> str:
 
 def table(verdict: Judgement) -> str:
     """The job summary's table: per result and group, the change, its interval, the noise it was
-    judged against, and whether it was called (and where re-measured, what the first pass read)."""
+    judged against, and whether it was called (and where re-measured, what the first pass read).
+    A result's name is the record's: shown with ``md.text``, as the table is printed as well."""
     header = ("result", "BASE µs", "HEAD µs", "change", "95% interval", "noise ±", "limit", "rounds", "called")
     words = {SLOWER: "**slower**", FASTER: "faster", UNCHANGED: "no", OPEN: "no (inside its noise)"}
     rows = []
@@ -343,8 +344,12 @@ def table(verdict: Judgement) -> str:
             said += f"; re-measured (first pass {f['change']:.3f}x, {f['ci_low']:.3f} to {f['ci_high']:.3f})"
         interval = f"{r.ci_low:.3f} to {r.ci_high:.3f}"
         change, noise, limit = f"{r.change:.3f}x", f"{r.noise:.1%}", f"{r.limit:.2f}x"
-        rows.append([r.name, _us(r.base_s), _us(r.head_s), change, interval, noise, limit, str(r.rounds), said])
+        rows.append(
+            [md.text(r.name), _us(r.base_s), _us(r.head_s), change, interval, noise, limit, str(r.rounds), said]
+        )
     for m in verdict.memory:
         blank = [None] * 5  # a byte count has no change, interval, noise, limit or rounds
-        rows.append([f"{m['name']}: peak memory", f"{m['base_bytes']} B", f"{m['head_bytes']} B", *blank, "**grew**"])
+        rows.append(
+            [f"{md.text(m['name'])}: peak memory", f"{m['base_bytes']} B", f"{m['head_bytes']} B", *blank, "**grew**"]
+        )
     return "\n".join(md.table(header, rows, align="lrrrlrrrl"))

@@ -84,3 +84,59 @@ def test_the_gate_and_the_aa_check_keep_their_printed_layout():
         f"|{'-' * 24}|{'-' * 9}|{'-' * 9}|{'-' * 9}|{'-' * 19}|",
         f"| {'whole round':22s} | {1.0:7.4f} | {0.98:7.4f} | {1.02:7.4f} | {0.02:16.2%} |",
     ]
+
+
+# --- A record's strings: inert in a summary and in the log -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "plain",
+    [
+        "NVIDIA H100 80GB HBM3",
+        "2.11.0+cu130",
+        "580.159.04",
+        "4096x14336 bfloat16",
+        "nvidia-ml-py (pynvml) is not installed; nvidia-smi is not on PATH",
+        "no CUDA GPU here: torch 2.5 (cpu)",
+    ],
+)
+def test_the_strings_a_record_holds_read_as_they_always_did(plain):
+    assert markdown.text(plain) == markdown.line(plain) == plain
+
+
+def test_every_character_markdown_acts_on_is_escaped():
+    assert markdown.text("a\\b `c` *d* _e_ {f} [g](h) <i> j|k ~l~ !m @n #o $p$ &q;") == (
+        "a\\\\b \\`c\\` \\*d\\* \\_e\\_ \\{f\\} \\[g\\](h) \\<i\\> j\\|k \\~l\\~ \\!m \\@n \\#o \\$p\\$ \\&q;"
+    )
+
+
+def test_a_bare_url_is_no_link_and_a_colon_elsewhere_is_left():
+    assert markdown.text("see https://evil.example or www.evil.example, at 10:30") == (
+        "see https\\://evil.example or www\\.evil.example, at 10:30"
+    )
+
+
+def test_a_line_break_is_a_space_and_a_control_character_a_replacement():
+    said = markdown.line("2.11\n::add-mask::x\r\n::error::y\u2028z\x85w\tv\x1b[31m\u202eu")
+    assert said == "2.11 ::add-mask::x  ::error::y z w v\ufffd[31m\ufffdu"
+    assert len(said.splitlines()) == 1
+
+
+def test_the_runners_legacy_command_is_broken_wherever_it_is():
+    assert "##[" not in markdown.line("a ##[add-mask]x ###[error]y")
+    assert "##[" not in markdown.text("a ##[add-mask]x")
+
+
+def test_a_long_string_is_cut_with_an_ellipsis_unless_told():
+    assert markdown.line("x" * 1000) == "x" * 199 + "\u2026"
+    assert markdown.line("x" * 1000, limit=None) == "x" * 1000
+    assert markdown.text("<" * 300).count("\\<") == 199  # cut before it is escaped
+
+
+def test_a_code_span_or_a_charts_label_has_nothing_to_end_it():
+    assert markdown.code('a`b"c|d\ne') == "a'b'c\u00a6d e"
+
+
+def test_an_escaped_cell_keeps_its_tables_columns():
+    lines = markdown.table(["a", "b"], [[markdown.text("x | forged | PASS"), "1"]], widths=(4, 2))
+    assert lines[-1] == "| x \\| forged \\| PASS | 1  |"
