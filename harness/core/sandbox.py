@@ -226,7 +226,9 @@ def command(
     return [*line, "--", *argv], environment(outside, dict(env or {}))
 
 
-def run(argv: list[str], *, timeout: float | None, stdout=subprocess.PIPE, stderr=None, **view) -> subprocess.CompletedProcess:
+def run(
+    argv: list[str], *, timeout: float | None, stdout=subprocess.PIPE, stderr=None, **view
+) -> subprocess.CompletedProcess:
     """``argv`` sandboxed (``command``'s view); its output as text. What it prints to a stream not
     piped here (``None``) goes to this process's stdout, one stream, between ``::stop-commands::``
     and its resume line, under a nonce it never sees: the job's runner acts on no workflow command it

@@ -8,9 +8,9 @@ wall time and step summary, each checkout the stand-ins made).
 from __future__ import annotations
 
 import json
-import secrets
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys

