@@ -586,6 +586,20 @@ def test_the_seccomp_profile_adds_only_what_bubblewrap_needs():
     assert all("includes" not in rule and "excludes" not in rule for rule in profile["syscalls"])
 
 
+def test_the_pod_lets_the_sandbox_refuse_its_code_a_nested_user_namespace(rendered):
+    """The profile allows unshare to the whole container; the sandbox then refuses its code a nested
+    user namespace (--disable-userns), which writes the sandbox's own /proc/sys/user: an unmasked
+    /proc on the runner container."""
+    from harness.core import sandbox
+
+    assert "--disable-userns" in sandbox.namespaces() and "--assert-userns-disabled" in sandbox.namespaces()
+    for runner_set in (o for o in rendered if o["kind"] == "AutoscalingRunnerSet"):
+        pod = runner_set["spec"]["template"]["spec"]
+        runner = next(c for c in pod["containers"] if c["name"] == "runner")
+        assert runner["securityContext"]["procMount"] == "Unmasked", runner_set["metadata"]["name"]
+        assert pod["hostUsers"] is False  # Kubernetes allows an unmasked /proc only then
+
+
 def test_the_github_ranges_are_networks():
     data = json.loads((ARC / "github-meta" / "ranges.json").read_text())
     assert data["keys"] == ["web", "api", "git"] and data["ranges"]

@@ -111,6 +111,11 @@ def test_a_loop_registers_its_gpu_types_runner_and_gives_the_job_its_one_gpu(tmp
     # GPU 1 of 2 gets the second half of the cores, each with both its threads
     assert unit[unit.index("AllowedCPUs=2,3,6,7") - 1] == "-p"
     assert unit[unit.index("--uid") + 1] == "gpu-job1"
+    properties = {unit[i + 1] for i, arg in enumerate(unit) if arg == "-p"}
+    assert {"NoNewPrivileges=yes", "SystemCallArchitectures=native", "RestrictSUIDSGID=yes"} <= properties
+    # bubblewrap builds the sandbox from namespaces and mounts, and a fresh /proc: none may be taken away
+    assert not [p for p in properties if p.startswith(("RestrictNamespaces", "ProtectKernelTunables", "ProtectProc"))]
+    assert not [p for p in properties if p.startswith("SystemCallFilter") and "mount" in p]
     assert unit[-2:] == ["--jitconfig", "CONFIG"]
 
 

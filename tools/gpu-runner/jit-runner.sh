@@ -42,6 +42,13 @@ gpu_count=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ') || gpu_count=0
 gpu_cpus=$("$(dirname "$0")/gpu-cpus.sh" "$GPU_INDEX" "$gpu_count") || exit 2
 gpu_only=(-p "AllowedCPUs=$gpu_cpus" -p DevicePolicy=closed -p "DeviceAllow=/dev/nvidia$gpu_minor rw" -p "DeviceAllow=/dev/nvidiactl rw")
 gpu_only+=(-p "DeviceAllow=/dev/nvidia-uvm rw" -p "DeviceAllow=/dev/nvidia-uvm-tools rw" --setenv CUDA_VISIBLE_DEVICES="$gpu_uuid")
+# The kernel surface a job needs no part of: system calls of other architectures, personalities,
+# set-uid files, real-time scheduling, module loading, the clock, swap, reboot, raw I/O. Namespaces
+# and mounts stay: bubblewrap builds the PR's sandbox from them, and refuses the sandbox a nested user
+# namespace itself (--disable-userns, harness/core/sandbox.py). Nothing here touches /proc, where a
+# read-only or hidden entry would stop bubblewrap mounting the sandbox's own.
+hardened=(-p SystemCallArchitectures=native -p LockPersonality=yes -p RestrictSUIDSGID=yes -p RestrictRealtime=yes)
+hardened+=(-p ProtectKernelModules=yes -p ProtectClock=yes -p "SystemCallFilter=~@swap @reboot @raw-io @obsolete @cpu-emulation")
 
 fresh_workspace() {
   rm -rf --one-file-system "$job_root"
@@ -66,7 +73,7 @@ while true; do
   config=$(jit_config)
   # A transient unit of its own: on exit systemd kills every process the job left behind, and the
   # job sees its own /tmp, a read-only system, no way to gain privileges, its one GPU and its cores.
-  systemd-run --wait --collect --quiet --unit "gpu-job$GPU_INDEX-$(date +%s)" "${gpu_only[@]}" \
+  systemd-run --wait --collect --quiet --unit "gpu-job$GPU_INDEX-$(date +%s)" "${gpu_only[@]}" "${hardened[@]}" \
     --uid "$job_user" --gid "$job_user" \
     -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=tmpfs -p NoNewPrivileges=yes \
     -p ReadWritePaths="$job_root" -p RuntimeMaxSec=3h \

@@ -19,6 +19,10 @@ Then one rule is added: what bubblewrap needs to build the sandbox a PR's kernel
                    holds CAP_SYS_ADMIN in the user namespace that owns the mount namespace, that is,
                    only inside the sandbox's own new namespaces, never on the pod's own mounts
 
+A filter can't tell bubblewrap's calls from those of the code it sandboxes (one container, one
+filter), so these are allowed to both: the sandbox itself refuses its code a nested user namespace
+(bubblewrap's --disable-userns, harness/core/sandbox.py), where it would hold every capability again.
+
 Everything else the default denies stays denied (bpf, perf_event_open, setns, the new mount API,
 module loading, ...). The default's rules for kernels of at least a version (minKernel) are kept as
 they are: the GPU nodes' kernels are newer than any of them.
