@@ -163,7 +163,7 @@ def preview(session: nox.Session) -> None:
 
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
 def regression(session: nox.Session) -> None:
-    """asv on two commits, exit 1 when HEAD got slower than BASE: ``nox -s regression -- BASE HEAD``."""
+    """Paired rounds of two commits' kernels, exit 1 when HEAD's is slower: ``nox -s regression -- BASE HEAD``."""
     run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs, env=shared_env(session))
 
 
