@@ -1,7 +1,7 @@
 """What the training benchmark measures, without importing torch: ``benchmarks/training.py`` takes its
 parameters from here. asv imports a benchmark's module afresh for every parameter combination (27 of
 them for the training figures), and torch's import costs each 3.6 to 4.9 s on an H100 machine of the
-GPU image (results branch: benchmarks/results/rehearsal/h100-run18-main-job/import-cost.txt)."""
+GPU image (git show 418dba5:benchmarks/results/rehearsal/h100-run18-main-job/import-cost.txt)."""
 
 LLAMA3_8B_LAYER = {  # Llama-3-8B's layer dimensions; the vocabulary is not a layer's (see VOCAB)
     "hidden_size": 4096,

@@ -31,7 +31,7 @@ def setup_cache():
     # model did not train deterministically on an H100, so stock would not be stock (_training.measure).
     # As plain JSON types: asv unpickles these figures in each of the 27 parameter processes, and one
     # value that was not plain (torch.__version__, a TorchVersion) made every one of them import torch,
-    # about 4 s each on an H100 machine (results branch: benchmarks/results/rehearsal/h100-run18-main-job).
+    # about 4 s each on an H100 machine (git show 418dba5:benchmarks/results/rehearsal/h100-run18-main-job/).
     return json.loads(json.dumps(_training.measure(unsloth=False)))
 
 

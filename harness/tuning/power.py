@@ -198,7 +198,7 @@ def resampled_noops(
     extra = {"bytes": shape["bytes"], "peak_bytes": {}}
     # Python's random, not stats.generator: a draw of whole processes without replacement, not a
     # bootstrap, and the seed names the draws of the recorded result (resampled-noops.json under
-    # benchmarks/results/regression-power/h100/ on the results branch): another library, other draws.
+    # benchmarks/results/regression-power/h100/ at 418dba5, main before 6b57a45): another library, other draws.
     rng = random.Random(seed)
     failed, re_measured, called = [], 0, {}
     for draw in range(draws):

@@ -219,6 +219,8 @@ def file_references(page: Path) -> list[tuple[int, str]]:
                 or text[token.end() : token.end() + 1] == "("
             ):
                 continue  # not in the repository, or a call such as nf4kernel.patch()
+            if COMMIT_PATH.fullmatch(name):
+                continue  # a file of main's history, 418dba5:benchmarks/...: test_citations.py resolves it
             if name.partition(":")[0] in EVIDENCE_BRANCHES and ":" in name:
                 found.append((at, name))  # a file of another branch, as git names it
             elif "/" in name and name.split("/", 1)[0] in folders:
@@ -256,10 +258,12 @@ def made_at_run_time(name: str) -> bool:
     return git_succeeds("check-ignore", "-q", first)
 
 
-# Branches that hold evidence off the code branch (benchmarks/README.md). A page names their files as
-# git does, ``results:benchmarks/results/...``: checked where this clone has the branch (a clone of
-# main alone, as CI's may be, can't see it, and the name passes unchecked).
-EVIDENCE_BRANCHES = ("results", "asv-results")
+# The branch that holds evidence off the code branch: the asv history store (benchmarks/README.md). A
+# page names its files as git does, ``asv-results:h200/...``: checked where this clone has the branch
+# (a clone of main alone, as CI's may be, can't see it, and the name passes unchecked). A raw file of
+# main's history is named by its commit, ``418dba5:benchmarks/results/...`` (test_citations.py).
+EVIDENCE_BRANCHES = ("asv-results",)
+COMMIT_PATH = re.compile(r"[0-9a-f]{7,40}:\S+")
 
 
 def on_branch_problem(branch: str, path: str) -> str | None:
@@ -282,7 +286,7 @@ def git_succeeds(*args: str) -> bool:
 def reference_problem(name: str) -> str | None:
     """What is wrong with a path a page names: a file or folder, a test (``file.py::test_x``) or a
     module's function (``harness/regression/kernel_samples.warm_up``), which its file must define; or a file
-    of an evidence branch (``results:benchmarks/results/...``), which that branch must hold."""
+    of an evidence branch (``asv-results:h200/...``), which that branch must hold."""
     branch, colon, on_branch = name.partition(":")
     if colon and branch in EVIDENCE_BRANCHES:
         return on_branch_problem(branch, on_branch)

@@ -38,7 +38,7 @@ def is_gate_record(data) -> bool:
 
 
 # The records on main: the committed history (benchmarks/history) and the test fixtures (tests/fixtures);
-# every other measured file is on the results branch (benchmarks/README.md).
+# every other measured file is in main's history or lost (benchmarks/results/README.md).
 GATE_RECORDS = [p for p in committed_json("tests/fixtures/**/*.json*") if is_gate_record(loaded(p))]
 REGRESSION_RECORDS = [p for p in committed_json("tests/fixtures/**/*.json*") if "passes" in loaded(p)]
 ASV_FILES = committed_json("benchmarks/**/*.json") + committed_json("tests/fixtures/**/*.json")

@@ -77,7 +77,7 @@ def torch_modules_after(code: str) -> str:
 def test_asv_imports_the_benchmark_modules_without_torch():
     """asv runs every parameter combination in a fresh process that imports the benchmark's module and
     unpickles setup_cache's figures: neither may import torch (about 4 s each on an H100 machine, 27
-    times over: results:benchmarks/results/rehearsal/h100-run18-main-job on the results branch)."""
+    times over: git show 418dba5:benchmarks/results/rehearsal/h100-run18-main-job/import-cost.txt)."""
     assert torch_modules_after("import benchmarks.gpu, benchmarks.training").strip() == "[]"
 
 
