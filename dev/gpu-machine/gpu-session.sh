@@ -8,7 +8,7 @@
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
 #   bash dev/gpu-machine/gpu-session.sh node-closed repo beside:4   # two GPUs: nvidia-smi with the other GPU's node closed; no-op regression runs beside a busy GPU
 #   bash dev/gpu-machine/gpu-session.sh repo gate-beside-tests gate-beside-tests:pinned   # two GPUs: the gate beside the test job, without and with each side on its own cores
-#   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder power-gate   # the regression check's power
+#   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder   # the regression check's power
 #   bash dev/gpu-machine/gpu-session.sh repo host-ab:f73259b:16   # a planned call's host time against REV's
 #   bash dev/gpu-machine/gpu-session.sh repo host-handles:4 ruler  # each private handle's saving; the asv ruler once
 # The history steps (repo onwards) work in a clone of .gpu-bundle/repo.bundle (`git bundle create
@@ -79,8 +79,8 @@ for step in "$@"; do
       tail -n 12 "$OUT/regression-slow.log"
       timed python3 -m nox --no-venv -s regression -- "$base" scratch-noop > "$OUT/regression-noop.log" 2>&1
       tail -n 6 "$OUT/regression-noop.log" ;;
-    power-noop:*|power-ladder|power-gate)
-      # The regression check's power: no-op regression runs, the planted ladder, the gate's relative check on it
+    power-noop:*|power-ladder)
+      # The regression check's power: no-op regression runs and the planted ladder
       # (harness/tuning/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
       what=${step#power-}; what=${what%%:*}; runs=${step#power-noop:}
       [ "$what" = noop ] && extra=(--runs "$runs") || extra=()
@@ -229,26 +229,21 @@ for step in "$@"; do
         python3 -m harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $? in $((SECONDS - start)) s" | tee -a "$OUT/gate10.log"
       done
-      # The relative check between runs of one commit, replayed (no GPU time): every one must pass.
-      for i in 2 3 4 5 6 7 8 9 10; do
-        python3 -m harness.gate --replay "$OUT/gate-$i.json" --baseline "$OUT/gate-1.json" > /dev/null 2>&1
-        echo "run $i against run 1 as the base: exit $?" | tee -a "$OUT/gate10.log"
-      done
       grep -h "^nf4kernel vs Unsloth\|^none of\|rounds were taken\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 40 ;;
     planted)
-      # The gate against planted slowdowns, each decided against an unplanted run of the same tree on
-      # this machine (--baseline): 2x (every planned launch twice) and ~25% (one in two twice). Both
-      # must exit 1. Patched in place with git apply (no repository needed) and undone.
+      # The gate against planted slowdowns, after an unplanted run of the same tree on this machine:
+      # 2x (every planned launch twice) must exit 1 (below the threshold); ~25% (one in two twice) may
+      # clear it (a slowdown against the base is the regression check's). Patched in place with git
+      # apply (no repository needed) and undone.
       python3 -m harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
         git apply "harness/github/plants/$plant.patch" || exit 1
-        python3 -m harness.gate --no-classic --baseline "$OUT/planted-base.json" \
-          --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
+        python3 -m harness.gate --no-classic --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
         git apply -R "harness/github/plants/$plant.patch" || exit 1
       done
-      grep -h "^nf4kernel vs Unsloth\|drop\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
+      grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
     sweep) python3 -m harness.tuning.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     pdl) timed python3 tools/probes/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;

@@ -1,7 +1,5 @@
-"""The gate record (``python -m harness.gate`` writes it; ``--replay`` and ``--baseline`` read it),
-the A/A record (``"mode": "aa"``) among them: its schema (``check_gate``), its reader
-(``read_gate``), and whether two gate records timed one workload and can be compared
-(``same_workload``).
+"""The gate record (``python -m harness.gate`` writes it; ``--replay`` reads it), the A/A record
+(``"mode": "aa"``) among them: its schema (``check_gate``) and its reader (``read_gate``).
 """
 
 from __future__ import annotations
@@ -10,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.schema import (
-    RecordError,
     Where,
     a_bool,
     a_list,
@@ -189,34 +186,3 @@ def _kernel(value: Any, where: Where) -> dict:
     if "commit" in value:
         required(value, "source", where, a_string)
     return value
-
-
-# --- Whether two gate records can be compared ---------------------------------------------------------
-
-
-def _shape_set(record: dict) -> list:
-    return [[shape["label"], shape["bytes_per_call"]] for shape in record.get("shapes") or []]
-
-
-# (field, what it reads, why a difference refuses the comparison)
-WORKLOAD = (
-    ("mode", lambda r: r.get("mode", "gate"), "an A/A record is no gate record's base"),
-    (
-        "harness_version",
-        lambda r: r.get("harness_version", UNVERSIONED),
-        "records of two harness versions time differently",
-    ),
-    ("environment.device", lambda r: r["environment"].get("device"), "a relative check needs both on one runner"),
-    ("calls_per_timing", lambda r: r.get("calls_per_timing"), "a timing of another length is another workload"),
-    ("shapes", _shape_set, "a relative check compares the same shapes ([label, bytes per call])"),
-)
-
-
-def same_workload(base: dict, pr: dict, base_file: str = "the base's record", pr_file: str = "the record") -> None:
-    """RecordError, naming the base's file and the field, unless ``base`` and ``pr`` (gate records,
-    checked) timed one workload: the same mode, harness version, GPU, calls per timing and shapes
-    (each shape's label and bytes per call, in order)."""
-    for field, read, why in WORKLOAD:
-        theirs, ours = read(base), read(pr)
-        if theirs != ours:
-            raise RecordError(base_file, field, f"{shown(theirs)}, but {pr_file} has {shown(ours)}: {why}")

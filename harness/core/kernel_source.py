@@ -101,11 +101,21 @@ def _listing(commit: str, repo: Path) -> list[tuple[str, str, str, str]]:
     return entries
 
 
+# PEP 561's marker that the package is typed: a file the package ships, which nothing imports or reads
+# at run time. Allowed (a regular file), and never staged: the staged kernel is its .py files alone.
+TYPED_MARKER = f"{PACKAGE}/py.typed"
+
+
+def _regular(mode: str, kind: str) -> bool:
+    return kind == "blob" and mode in REGULAR_FILE
+
+
 def _others(entries: list[tuple[str, str, str, str]]) -> list[str]:
     return [
         path
         for mode, kind, _, path in entries
-        if path.startswith(f"{PACKAGE}/") and not (kind == "blob" and mode in REGULAR_FILE and path.endswith(".py"))
+        if path.startswith(f"{PACKAGE}/")
+        and not (_regular(mode, kind) and (path.endswith(".py") or path == TYPED_MARKER))
     ]
 
 
@@ -161,7 +171,7 @@ def extract(commit: str, into: Path, repo: Path = ROOT) -> Path:
             f"commit {commit[:12]}'s {PACKAGE}/ holds what is not a .py file: {named}; only .py files are "
             "staged, so that every line of the kernel under test can be reviewed"
         )
-    files = {path: sha for _, _, sha, path in entries if path.startswith(f"{PACKAGE}/")}
+    files = {path: sha for _, _, sha, path in entries if path.startswith(f"{PACKAGE}/") and path != TYPED_MARKER}
     unsafe = [path for path in files if _unsafe(path)]
     if unsafe:
         raise SourceError(f"commit {commit[:12]}'s {PACKAGE}/ holds a path git would not check out: {unsafe[0]}")

@@ -4,7 +4,7 @@ them, and what every command shares about them.
 
 Four kinds, one checker each:
 
-* a gate record (``python -m harness.gate`` writes it; ``--replay`` and ``--baseline`` read it), the
+* a gate record (``python -m harness.gate`` writes it; ``--replay`` reads it), the
   A/A record (``"mode": "aa"``) among them: ``check_gate`` (``gate_record.py``);
 * a regression record (``python -m harness.regression --record``; ``--replay`` reads it):
   ``check_regression`` (``regression_record.py``);
@@ -12,8 +12,7 @@ Four kinds, one checker each:
   ``check_asv_result`` (``asv_files.py``);
 * an asv ``machine.json``: ``check_machine`` (``asv_files.py``).
 
-``read_*`` reads a file and checks it; ``same_workload`` says whether a base's gate record and a PR's
-can be compared at all. Anything wrong raises ``RecordError`` (``schema.py``), a ValueError whose one
+``read_*`` reads a file and checks it. Anything wrong raises ``RecordError`` (``schema.py``), a ValueError whose one
 line names the file and the field: ``gate-base.json: seconds.nf4kernel[3][0]: true is not a number``.
 A command prints that line and exits with its code for bad input (2 for the gate and the regression
 check): never a traceback, whose exit 1 is what the gate and the regression check say for "slower".
@@ -48,10 +47,8 @@ from harness.core.gate_record import (
     GATE_TIMED,
     HARNESS_VERSION,
     UNVERSIONED,
-    WORKLOAD,
     check_gate,
     read_gate,
-    same_workload,
 )
 from harness.core.regression_record import SIDES, check_pass, check_regression, read_regression
 from harness.core.schema import COMMIT_HASH, SECONDS_RANGE, RecordError, Where, read_json
@@ -67,7 +64,6 @@ __all__ = [
     "SECONDS_RANGE",
     "SIDES",
     "UNVERSIONED",
-    "WORKLOAD",
     "RecordError",
     "Where",
     "check_asv_result",
@@ -82,5 +78,4 @@ __all__ = [
     "read_json",
     "read_machine",
     "read_regression",
-    "same_workload",
 ]

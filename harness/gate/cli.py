@@ -1,8 +1,7 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
     python -m harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
-                           [--summary summary.md] [--baseline base-gate.json ... [--max-drop 0.10]]
-                           [--kernel SOURCE] [--measure-only]
+                           [--summary summary.md] [--kernel SOURCE] [--measure-only]
     python -m harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
     python -m harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
 
@@ -18,12 +17,11 @@ decides in a later step (``--replay``), in a process where the kernel under test
    throttle reasons, temperature, power) read before and after each round. ``--rounds`` first; while
    the 95% interval of the speed-up straddles the threshold, 2 more at a time up to ``--max-rounds``.
    Unsloth's classic path (``UNSLOTH_BNB_TRITON=0``) in a process of its own (``measurement.py``).
-3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold, or with
-   ``--baseline`` a drop from the base commit's speed-up larger than ``--max-drop`` with confidence),
-   2 bad arguments or input (a threshold that is no finite speed-up; a record or baseline that is
-   missing, breaks its schema (``records.py``) or timed nothing; a baseline of another workload, shape
-   set, GPU or harness version; a --json or --summary that can't be written), said in one line, 3
-   incorrect, 4 no CUDA GPU, 5 no Unsloth.
+3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold), 2 bad arguments or
+   input (a threshold that is no finite speed-up; a record that is missing or breaks its schema
+   (``records.py``), or is of another commit than ``--expect-kernel``; a --json or --summary that
+   can't be written), said in one line, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth. No relative check
+   against the base commit: the regression check is the one (``decision.py`` says why).
 
 The threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml`` (which
 also refuses, exit 2, a record measured on another GPU), else ``NF4KERNEL_GATE_THRESHOLD``, else 1.15.
@@ -80,18 +78,6 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--no-classic", action="store_true", help="skip Unsloth's classic path")
     parser.add_argument("--aa", action="store_true", help="time nf4kernel against itself: the noise floor")
     parser.add_argument(
-        "--baseline",
-        action="append",
-        help="the base commit's gate JSON from this runner: fail a drop beyond --max-drop. Given more than once "
-        "(runs of the base before and after the PR's), their rounds are pooled",
-    )
-    parser.add_argument(
-        "--max-drop",
-        type=float,
-        default=decision.DEFAULT_MAX_DROP,
-        help="the largest allowed drop of the speed-up from the base's, as a fraction (%(default)s)",
-    )
-    parser.add_argument(
         "--kernel",
         metavar="SOURCE",
         help="measure this commit's or checkout's nf4kernel/ alone, with this harness (default: the one imported)",
@@ -105,10 +91,8 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--expect-kernel",
         metavar="SHA",
-        help="with --replay: the commit the record's kernel must be (the approved one); --expect-base-kernel SHA "
-        "likewise for every --baseline",
+        help="with --replay: the commit the record's kernel must be (the approved one)",
     )
-    parser.add_argument("--expect-base-kernel", metavar="SHA", help=argparse.SUPPRESS)
     parser.add_argument("--staged", nargs=2, metavar=("DIR", "COMMIT"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--measure-only",
@@ -162,16 +146,14 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         )
     if args.max_rounds < args.rounds:
         parser.error(f"--max-rounds ({args.max_rounds}) is below --rounds ({args.rounds})")
-    if not 0 <= args.max_drop < 1:
-        parser.error(f"--max-drop is a fraction in [0, 1), not {args.max_drop}")
-    if args.aa and (args.baseline or args.replay):
-        parser.error("--aa measures; it takes neither --baseline nor --replay (replay an A/A record without --aa)")
+    if args.aa and args.replay:
+        parser.error("--aa measures; it takes no --replay (replay an A/A record without --aa)")
     if args.replay and (args.kernel or args.measure_only):
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
     if args.staged and not (args.measure_only and args.json == "-" and not args.kernel):
         parser.error("--staged is the sandboxed measurement's own: with --measure-only --json - and no --kernel")
-    if (args.expect_kernel or args.expect_base_kernel) and not args.replay:
-        parser.error("--expect-kernel and --expect-base-kernel check records: give them with --replay")
+    if args.expect_kernel and not args.replay:
+        parser.error("--expect-kernel checks a record: give it with --replay")
     if args.json == "-" and not args.staged:
         parser.error("--json - is the sandboxed measurement's pipe; give a file")
     if args.json != "-":
@@ -186,39 +168,13 @@ def read_record(path: str, option: str) -> dict:
     return records.read_gate(path, f"{option} {path}")
 
 
-def read_baselines(paths: list[str]) -> list[dict]:
-    """The base's records: gate records (not A/A), every timed one of the first's workload."""
-    bases = [read_record(path, "--baseline") for path in paths]
-    for path, base in zip(paths, bases, strict=True):
-        if base.get("mode") == noise.MODE:
-            raise records.RecordError(f"--baseline {path}", "mode", "an A/A record, not a gate record")
-    timed = [(path, base) for path, base in zip(paths, bases, strict=True) if "seconds" in base]
-    for path, base in timed[1:]:
-        records.same_workload(base, timed[0][1], f"--baseline {path}", f"--baseline {timed[0][0]}")
-    return bases
-
-
-def check_commits(record: dict, bases: list[dict], args) -> None:
-    """--expect-kernel, --expect-base-kernel: each record is of the commit the workflow measured, so a
-    record of another kernel (the base's own, handed in as the PR's) is refused."""
-    named = [(f"--replay {args.replay}", record, args.expect_kernel)]
-    named += [
-        (f"--baseline {path}", base, args.expect_base_kernel)
-        for path, base in zip(args.baseline or [], bases, strict=True)
-    ]
-    for file, found, wanted in named:
-        commit = (found.get("kernel") or {}).get("commit")
-        if wanted and commit != wanted:
-            raise records.RecordError(file, "kernel.commit", f"{commit!r}, not the expected {wanted}")
-
-
-def check_against_bases(record: dict, bases: list[dict], args) -> None:
-    """A replayed PR record and each timed base record: one workload, GPU and harness version."""
-    if "seconds" not in record:
-        return  # it timed nothing: the verdict is that (exit 3, 4 or 5), with no comparison to make
-    for path, base in zip(args.baseline or [], bases, strict=True):
-        if "seconds" in base:
-            records.same_workload(base, record, f"--baseline {path}", f"--replay {args.replay}")
+def check_commit(record: dict, args) -> None:
+    """--expect-kernel: the record is of the commit the workflow measured, so a record of another
+    kernel (the base's, handed in as the PR's) is refused."""
+    commit = (record.get("kernel") or {}).get("commit")
+    if args.expect_kernel and commit != args.expect_kernel:
+        wanted = f"{commit!r}, not the expected {args.expect_kernel}"
+        raise records.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
 
 
 def write(args, record: dict, text: str, summary: str) -> None:
@@ -270,7 +226,7 @@ def main(argv=None) -> int:
         os.dup2(2, 1)
     try:
         return run(args)
-    except ValueError as error:  # a malformed record or baseline, a base of another workload, no such kernel
+    except ValueError as error:  # a malformed record, a record of another kernel, no such kernel
         refuse(parser, error)
 
 
@@ -284,8 +240,6 @@ def run(args) -> int:
     """Read or measure, decide, report: the exit code. ValueError (RecordError among them) for input
     that gives no verdict."""
     with contextlib.ExitStack() as stack:
-        bases = read_baselines(args.baseline or [])
-        base = decision.pool(bases) if bases else None
         # Without a CUDA GPU nothing is measured and the kernel under test is never imported: exit 4 here.
         if args.kernel and not (args.replay or args.aa or args.no_sandbox) and gpu_state.gpu_here():
             from harness.gate import (
@@ -293,8 +247,7 @@ def run(args) -> int:
             )  # the kernel under test runs in a sandboxed child; this process checks
 
             record = gate_sandbox.measure(args)
-            check_against_bases(record, bases, args)
-            return report(args, record, decision.decide(record, args.threshold, base, args.max_drop))
+            return report(args, record, decision.decide(record, args.threshold))
         kernel = None if args.replay else measurement.use_kernel(args.kernel, stack, args.staged)
         if args.aa:
             return report_aa(args, measurement.measure_aa(args.rounds, kernel))
@@ -302,20 +255,10 @@ def run(args) -> int:
             record = read_record(args.replay, "--replay")
             if record.get("mode") == noise.MODE:
                 return report_aa(args, record)
-            check_commits(record, bases, args)
-            check_against_bases(record, bases, args)
+            check_commit(record, args)
         else:
-            record = measurement.measure(
-                args.rounds,
-                not args.no_classic,
-                args.max_rounds,
-                args.threshold,
-                base,
-                args.max_drop,
-                kernel,
-                base_file="--baseline " + ", ".join(args.baseline or []),
-            )
-        verdict = decision.decide(record, args.threshold, base, args.max_drop)
+            record = measurement.measure(args.rounds, not args.no_classic, args.max_rounds, args.threshold, kernel)
+        verdict = decision.decide(record, args.threshold)
     return report(args, record, verdict)
 
 
@@ -335,8 +278,6 @@ def report(args, record: dict, verdict: decision.Verdict) -> int:
         return report_measured(args, record, verdict)
     record["threshold"] = args.threshold
     record["verdict"] = verdict.as_dict()
-    if args.baseline:
-        record["baseline"] = {"path": args.baseline, "max_drop": args.max_drop}
     text = table(record, verdict, args.threshold)
     write(args, record, text, markdown(record, verdict, args.threshold, text))
     return verdict.exit_code

@@ -137,16 +137,17 @@ def timed_rounds(record: dict, impls: dict, mlps: list, count: int, device) -> N
         log(f"round {index + 1}: {totals}" + (f" (GPU throttled: {', '.join(throttled)})" if throttled else ""))
 
 
-def time_until_decided(record: dict, add_rounds, threshold: float, base=None, max_drop=decision.DEFAULT_MAX_DROP):
-    """``record["rounds_first"]`` rounds, then ROUNDS_PER_BATCH more at a time while an interval the
-    verdict rests on straddles its limit, up to ``record["max_rounds"]``; ``add_rounds(count)``
+def time_until_decided(record: dict, add_rounds, threshold: float):
+    """``record["rounds_first"]`` rounds, then ROUNDS_PER_BATCH more at a time while the speed-up's
+    interval straddles the threshold, up to ``record["max_rounds"]``; ``add_rounds(count)``
     times them into the record. Leaves the number timed in ``record["rounds"]``."""
     add_rounds(record["rounds_first"])
     while (done := len(record["seconds"]["nf4kernel"])) < record["max_rounds"] and decision.more_rounds_would_help(
-        record, threshold, base, max_drop
+        record, threshold
     ):
         more = min(ROUNDS_PER_BATCH, record["max_rounds"] - done)
-        log(f"the 95% interval straddles a limit after {done} rounds: {more} more (at most {record['max_rounds']})")
+        bound = record["max_rounds"]
+        log(f"the 95% interval straddles the threshold after {done} rounds: {more} more (at most {bound})")
         add_rounds(more)
     record["rounds"] = len(record["seconds"]["nf4kernel"])
 
@@ -170,14 +171,10 @@ def measure(
     with_classic: bool,
     max_rounds: int | None = None,
     threshold: float = decision.DEFAULT_THRESHOLD,
-    base: dict | None = None,
-    max_drop: float = decision.DEFAULT_MAX_DROP,
     kernel: dict | None = None,
-    base_file: str = "the base's record",
 ) -> dict:
     """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
-    ``max_rounds``) while an interval the verdict rests on straddles its limit. A ``base`` (named
-    ``base_file``) of another workload is refused (RecordError) before anything is timed."""
+    ``max_rounds``) while the speed-up's interval straddles the threshold."""
     max_rounds = max(rounds, max_rounds or rounds)
     record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
     record["kernel"] = dict(kernel or {})
@@ -195,8 +192,6 @@ def measure(
     log(f"nf4kernel imported from {record['kernel']['imported_from']}")
     record["environment"]["copy_bytes_per_s"] = workload.copy_bandwidth()
     mlps = prepare(record)
-    if base is not None and "seconds" in base:  # before minutes of timing, not after
-        records.same_workload(base, record, base_file, "this run")
     log("checking correctness")
     record["correctness"] = check_correctness(mlps, impls)
     bad = [c for c in record["correctness"] if not c["ok"]]
@@ -207,7 +202,7 @@ def measure(
     log(f"timing {rounds} interleaved rounds of {workload.ROUNDS_PER_TIMING} x (up, gate, down) per shape")
     workload.warm_up(impls, mlps)
     add_rounds = functools.partial(timed_rounds, record, impls, mlps, device=device)
-    time_until_decided(record, add_rounds, threshold, base, max_drop)
+    time_until_decided(record, add_rounds, threshold)
     del add_rounds, mlps  # the weights' GPU memory goes before the classic path's process starts
     torch.cuda.empty_cache()
     if with_classic:

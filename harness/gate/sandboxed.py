@@ -15,21 +15,17 @@ and checks it before anything decides on it:
   a sandboxed kernel can still do").
 
 The child sees the trusted tree and the staged kernel read-only, the compile cache of the kernel's
-commit read-write (``sandbox.kernel_cache``: warm from that commit's last run, no other kernel's),
-and the base records it compares with (copied into a folder of their own); nothing of the job's
-(``$RUNNER_TEMP``, the workspace, ``$GITHUB_ENV``) and no network.
+commit read-write (``sandbox.kernel_cache``: warm from that commit's last run, no other kernel's);
+nothing of the job's (``$RUNNER_TEMP``, the workspace, ``$GITHUB_ENV``) and no network.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from harness.core import kernel_source, records, sandbox
 from harness.core.paths import ROOT
@@ -45,21 +41,17 @@ def measure(args) -> dict:
         raise ValueError(
             f"--kernel measures in a sandbox, and there is none here: {why} (--no-sandbox measures without)"
         )
-    with kernel_source.staged(args.kernel) as kernel, tempfile.TemporaryDirectory(prefix="gate-inputs-") as inputs:
+    with kernel_source.staged(args.kernel) as kernel:
         child = [sys.executable, "-P", "-m", "harness.gate", "--measure-only", "--json", "-"]
         child += ["--staged", str(kernel.path), kernel.commit, "--rounds", str(args.rounds)]
         child += ["--max-rounds", str(args.max_rounds), "--threshold", repr(args.threshold)]
-        child += ["--max-drop", repr(args.max_drop)] + (["--no-classic"] if args.no_classic else [])
-        for i, path in enumerate(args.baseline or []):
-            copy = Path(inputs) / f"baseline-{i}.json"
-            shutil.copyfile(path, copy)
-            child += ["--baseline", str(copy)]
+        child += ["--no-classic"] if args.no_classic else []
         cache = sandbox.kernel_cache(kernel.commit)
         env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache)}
         print(f"[gate] measuring {kernel.describe()} in bubblewrap's sandbox", flush=True)
         started = time.perf_counter()
         try:
-            done = sandbox.run(child, timeout=TIMEOUT_S, read=[kernel.path, ROOT, Path(inputs)], write=[cache], env=env)
+            done = sandbox.run(child, timeout=TIMEOUT_S, read=[kernel.path, ROOT], write=[cache], env=env)
         except subprocess.TimeoutExpired:
             raise ValueError(f"the sandboxed measurement ran past {TIMEOUT_S} s and was ended") from None
         wall = time.perf_counter() - started

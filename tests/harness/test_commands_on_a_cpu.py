@@ -116,12 +116,6 @@ DOCUMENTED = [
         NO_GPU,
         "python -m harness.tuning.power ladder --out {tmp}/power",
     ),
-    Documented(
-        "python -m harness.tuning.power gate --out DIR",
-        4,
-        NO_GPU,
-        "python -m harness.tuning.power gate --out {tmp}/power",
-    ),
     # The committed H100 records: the report reads them and writes nothing.
     Documented(
         "python -m harness.tuning.power report --out tests/fixtures/power-h100",

@@ -173,82 +173,18 @@ def test_throttled_rounds_count_and_are_named():
     assert decision.decide(with_states(committed(2))).notes == []  # states without throttling: nothing said
 
 
-# --- Against the base commit's record --------------------------------------------------------------
+# --- No relative check ------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "factor,fails",
-    [(1.0, False), (1.03, False), (1.12, False), (1.25, True), (2.0, True)],
-    ids=["itself", "3%", "12%: a drop past 10% but not with confidence", "25%", "2x"],
-)
-def test_a_slowdown_against_the_base_is_caught_with_confidence(factor, fails):
-    base = committed(1)
-    # The threshold is set below the scaled speed-up, so only the relative check can fail here.
-    verdict = decision.decide(scaled(base, factor), threshold=0.5, base=base)
-    assert verdict.passed is not fails
-    assert verdict.baseline["ratio"] == pytest.approx(1 / factor)
-    assert verdict.baseline["ci_low"] <= verdict.baseline["ratio"] <= verdict.baseline["ci_high"]
-    if fails:
-        assert verdict.exit_code == decision.EXIT_TOO_SLOW
-        drop = f"{1 - 1 / factor:.1%}"
-        assert f"dropped {drop} from the base's" in verdict.reasons[0]
-        assert "more than the allowed 10%" in verdict.reasons[0]
-
-
-def test_a_25_percent_slowdown_that_still_clears_the_threshold_fails_on_the_base_alone():
-    # run 1 is 1.425x over Unsloth; 25% slower it is 1.14x -- and with Unsloth 10% slower too, 1.25x,
-    # above the threshold: only the comparison with the base catches it.
+def test_a_slowdown_that_still_clears_the_threshold_passes_the_gate_and_is_the_regression_checks():
+    """Run 1 is 1.425x over Unsloth; 25% slower it is 1.14x, and with Unsloth 10% slower too, 1.25x:
+    above the threshold, so the gate passes it. The regression check, the one relative check, is what
+    judges a change against the base (the gate's own read a no-op 12.7% faster than its base)."""
     base = committed(1)
     pr = scaled(scaled(base, 1.25), 1.1, name="unsloth")
     assert decision.decide(pr).passed
-    verdict = decision.decide(pr, base=base)
-    assert not verdict.passed and len(verdict.reasons) == 1 and "dropped" in verdict.reasons[0]
-
-
-@pytest.mark.parametrize("pr", COMMITTED_RUNS)
-@pytest.mark.parametrize("base", COMMITTED_RUNS)
-def test_runs_of_one_commit_never_fail_against_each_other(pr, base):
-    # Five gate runs of one commit on one H200: their medians are up to 6% apart (run to run drift
-    # the per-run interval does not see), inside the 10% allowed.
-    assert decision.decide(committed(pr), base=committed(base)).passed
-
-
-def test_the_allowed_drop_is_configurable():
-    base = committed(1)
-    assert decision.decide(scaled(base, 1.25), threshold=0.5, base=base, max_drop=0.3).passed
-    assert not decision.decide(scaled(base, 1.03), threshold=0.5, base=base, max_drop=0.0).passed
-    with pytest.raises(ValueError, match="max-drop"):
-        decision.decide(base, base=base, max_drop=1.5)
-
-
-def test_a_base_that_timed_nothing_fails_closed():
-    """The relative check was asked for (a PR) and the base's record can't give it: no pass."""
-    base = record(0.1, 0.4, ok=False)
-    del base["seconds"]
-    base["verdict"] = {"reasons": ["2048x8192 float16 up: unsloth differs"]}
-    verdict = decision.decide(committed(1), base=base)
-    assert not verdict.passed and verdict.exit_code == decision.EXIT_BAD_INPUT
-    assert verdict.reasons == [
-        "no comparison with the base: the base's record timed nothing (2048x8192 float16 up: unsloth differs); "
-        "the gate can't pass without it"
-    ]
-    assert decision.decide(committed(1)).passed  # the same run, with no relative check asked for
-
-
-def test_a_base_from_another_gpu_is_refused_by_name():
-    base = committed(1)
-    base["environment"]["device"] = "NVIDIA H100 80GB HBM3"
-    refused = 'environment.device: "NVIDIA H100 80GB HBM3", but the record has "NVIDIA H200": a relative check needs'
-    with pytest.raises(ValueError, match=refused):
-        decision.decide(committed(2), base=base)
-
-
-def test_the_relative_interval_resamples_both_runs():
-    ours, theirs = [1.0, 1.1, 1.2, 1.3, 1.4], [1.0] * 5
-    low, high = decision.ratio_interval(ours, theirs)
-    assert low < 1.2 < high  # the PR's own spread carries over
-    low, high = decision.ratio_interval(theirs, ours)
-    assert low < 1 / 1.2 < high  # and the base's
+    with pytest.raises(TypeError):
+        decision.decide(pr, base=base)
 
 
 # --- Records that are not records ------------------------------------------------------------------
@@ -295,41 +231,3 @@ def test_a_threshold_that_is_no_finite_speed_up_is_refused(threshold):
     """A NaN threshold passed a record three times slower than Unsloth: no median is below NaN."""
     with pytest.raises(ValueError, match="the threshold is a"):
         decision.decide(scaled(committed(1), 3.0), threshold=threshold)
-
-
-# The no-op PR of the H200 rehearsal (benchmarks/results/rehearsal/): per-round totals (s) of the base,
-# measured first, right after the GPU test job, and of the PR's kernel 40 s later. Every
-# implementation was slower in the first process (Unsloth 44%, nf4kernel 22%): the host, not the
-# kernel. Judged against that run alone, the no-op "dropped" 15.8%, with confidence.
-BASE_FIRST = record(0.367, 0.674, noise=0.01, seed=1)
-NO_OP = record(0.302, 0.468, noise=0.01, seed=2)
-BASE_AFTER = record(0.301, 0.466, noise=0.01, seed=3)
-
-
-def test_one_base_run_lets_drift_between_runs_fail_a_no_op():
-    verdict = decision.decide(NO_OP, base=BASE_FIRST)
-    assert not verdict.passed and verdict.baseline["failed"]  # the false alarm the pooled runs remove
-
-
-def test_base_runs_before_and_after_the_pr_pool_their_rounds():
-    pooled = decision.pool([BASE_FIRST, BASE_AFTER])
-    assert len(decision.round_ratios(pooled)) == 10 and pooled["rounds"] == 10
-    assert [round(m, 3) for m in pooled["run_medians"]] == [
-        round(statistics.median(decision.round_ratios(r)), 3) for r in (BASE_FIRST, BASE_AFTER)
-    ]
-    verdict = decision.decide(NO_OP, base=pooled)
-    assert verdict.passed and not verdict.baseline["failed"]
-    assert verdict.baseline["base_run_medians"] == pooled["run_medians"]
-
-
-def test_a_real_drop_is_still_caught_against_pooled_runs():
-    slow = record(0.302 * 1.5, 0.468, noise=0.01, seed=4)  # the kernel a third slower per call
-    verdict = decision.decide(slow, threshold=1.0, base=decision.pool([BASE_FIRST, BASE_AFTER]))
-    assert not verdict.passed and verdict.baseline["failed"]
-
-
-def test_a_pool_with_a_run_that_timed_nothing_fails_closed():
-    broken = record(0.1, 0.4, ok=False)  # its correctness checks failed, so it timed nothing
-    del broken["seconds"]
-    verdict = decision.decide(NO_OP, base=decision.pool([BASE_FIRST, broken]))
-    assert verdict.exit_code == decision.EXIT_BAD_INPUT

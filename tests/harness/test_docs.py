@@ -464,9 +464,6 @@ NOT_RUN_IN_CI = {
         TOO_LONG,
         "1000 no-op runs: over 5 minutes on 2 cores; tests/harness/test_power.py resamples the committed records",
     ),
-    "python tests/studies/gate_relative_on_recorded_runs.py": Why(
-        TOO_LONG, "40 s on 2 cores; tests/harness/test_gate.py tests the relative check it replays"
-    ),
     # Placeholders for any session or module, whose instances are listed themselves.
     "nox -s <session>": Why(PATTERN, "nox's own syntax"),
     "python -m harness.<name>": Why(PATTERN, "every harness module a session wraps"),

@@ -9,7 +9,7 @@ import sys
 
 import cpu_world
 import pytest
-from cpu_world import PLANTED_2X, SLOW_2X, UNPLANTED, gpu_steps_replaced, run
+from cpu_world import PLANTED_2X, SLOW_2X, gpu_steps_replaced, run
 
 from harness.core import sandbox
 from harness.github import act, rehearsal_world, scenarios
@@ -57,10 +57,10 @@ def test_a_pr_that_edits_the_harness_to_pass_itself_still_gets_the_bases_verdict
     result = approve(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     assert result.results["gate"] == "failure" and result.results["regression"] == "failure", log(result)[-3000:]
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
-    assert "dropped 36.4% from the base's" in log(result)
+    assert "median speed-up 0.894x over Unsloth is below the threshold 1.20x" in log(result)
     # ...where the PR's own harness, given the same measurements, passes it: what the old workflow ran.
     pr_tree = world.scratch / f"pr-{rehearsal_world.PR_NUMBER}"
-    own = [sys.executable, "-P", "-m", "harness.gate", "--replay", str(PLANTED_2X), "--baseline", str(UNPLANTED)]
+    own = [sys.executable, "-P", "-m", "harness.gate", "--replay", str(PLANTED_2X)]
     done = subprocess.run(own, cwd=pr_tree, env={"PYTHONPATH": str(pr_tree)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
@@ -73,16 +73,7 @@ def test_files_the_pr_adds_at_its_root_are_not_read(world):
     assert (world.scratch / f"pr-{rehearsal_world.PR_NUMBER}" / "base-gate.json").is_dir()
     result = approve(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     assert result.results["gate"] == "failure"
-    assert "against the base commit: speed-up 0.636x the base's" in log(result)
-
-
-def test_a_missing_base_record_fails_the_gate_closed(world):
-    """The base's measuring step 'succeeded' and wrote nothing: the verdict is exit 2, never a pass."""
-    head = world.commit_pr(scenarios.no_change)
-    result = approve(world, head, base_record=None)
-    assert result.results["gate"] == "failure", log(result)[-3000:]
-    assert "gate-base.json: No such file or directory" in log(result)
-    assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
+    assert "median speed-up 0.894x over Unsloth is below the threshold 1.20x" in log(result)
 
 
 def test_a_commit_pushed_after_the_review_does_not_run_on_the_approval_of_the_reviewed_one(world):
@@ -147,7 +138,7 @@ def test_a_checkout_of_anything_but_the_approved_commit_is_caught(world):
 
 
 def test_a_push_to_main_runs_the_gpu_jobs_and_stores_the_history_at_that_commit(world):
-    replaced = gpu_steps_replaced(world, world.main, base_record=None)
+    replaced = gpu_steps_replaced(world, world.main)
     result = run(world, "push", world.push_event(), ("gpu.yml", "history.yml"), replaced)
     expected = {
         "approve",
@@ -196,12 +187,11 @@ def test_a_hostile_kernels_routes_work_plainly_and_none_from_the_sandbox(world):
     """The hole: an approved nf4kernel/__init__.py, imported by the measuring process as the job's user,
     wrote BASH_ENV into $GITHUB_ENV (every later step sourced its script, which handed in the base's
     record as the PR's), rewrote the trusted harness and the other kernel's staged copy. Plainly, each
-    route still works (the decide step now refuses a record of another commit); from the sandbox none
-    does, and the 2x plant fails on its own figures."""
+    route still works; from the sandbox none does, and the 2x plant fails on its own figures."""
     head = world.commit_pr(scenarios.plant_hostile)
     plain = hostile_import(world, head, sandboxed=False)
     assert plain.results["gate"] == "failure", log(plain)[-3000:]
-    assert "kernel.commit" in log(plain) and "not the expected" in log(plain)  # the base's record, handed in
+    assert "ROUTE-OPEN BASH_ENV: a later step sourced the kernel's script" in log(plain)
     assert "ROUTE: the other kernel's staged copy was changed" in log(plain)
     assert "ROUTE: the trusted harness was changed" in log(plain)
     # What issue 45 found, plainly: the runner's files read, a nested user namespace with every
@@ -217,5 +207,6 @@ def test_a_hostile_kernels_routes_work_plainly_and_none_from_the_sandbox(world):
     assert boxed.results["gate"] == "failure", log(boxed)[-3000:]
     assert "not the expected" not in log(boxed) and "ROUTE:" not in log(boxed)
     assert scenarios.leaks(hostile, boxed, world) == [], log(boxed)[-3000:]
-    assert "dropped 36.4% from the base's" in log(boxed)  # decided on the PR's own (2x) record
+    # decided on the PR's own (2x) record
+    assert "median speed-up 0.894x over Unsloth is below the threshold 1.20x" in log(boxed)
     assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]

@@ -238,6 +238,8 @@ def todays_view_before(argv: list[str], env: dict) -> list[str]:
     line += ["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for place in hidden:
         line += ["--tmpfs", place]
+    for path in sandbox.python_paths(sys.executable, []):  # the Python shown again, as it was
+        line += ["--ro-bind", path, path]
     return [*line, "--", *argv]
 
 
