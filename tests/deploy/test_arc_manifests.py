@@ -6,9 +6,12 @@ the rendered objects. Each policy check is shown to fail on a copy broken in one
 from __future__ import annotations
 
 import copy
+import importlib.util
 import ipaddress
 import json
+import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -40,8 +43,31 @@ SCHEMA_FILES = {
     ("rbac.authorization.k8s.io/v1", "Role"): "role-rbac-v1.json",
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): "rolebinding-rbac-v1.json",
     ("networking.k8s.io/v1", "NetworkPolicy"): "networkpolicy-networking-v1.json",
+    ("node.k8s.io/v1", "RuntimeClass"): "runtimeclass-node-v1.json",
 }
+# Cilium's policy is validated structurally: a hand-written schema of the fields used (deploy/README.md).
+CILIUM_POLICY = ("cilium.io/v2", "CiliumNetworkPolicy")
+CILIUM_SCHEMA = SCHEMAS / "ciliumnetworkpolicy-cilium.io-v2-structural.json"
 RUNNER_SET = ("actions.github.com/v1alpha1", "AutoscalingRunnerSet")
+# The isolation (deploy/README.md, "Isolation"): gVisor's runsc with its GPU proxy, named by the pods.
+RUNTIME_CLASS, RUNTIME_HANDLER = "gvisor-nvproxy", "runsc-nvproxy"
+# The hosts a self-hosted runner must reach on 443 (docs.github.com, "Communicating with self-hosted
+# runners"; the runner's own connectivity check, actions/runner src/Runner.Listener/Checks/ActionsCheck.cs,
+# probes vstoken, pipelines and results-receiver), as concrete names: each must be allowed by name.
+ACTIONS_HOSTS = (
+    "github.com", "api.github.com", "codeload.github.com",
+    "pipelines.actions.githubusercontent.com", "broker.actions.githubusercontent.com",
+    "vstoken.actions.githubusercontent.com", "pkg.actions.githubusercontent.com",
+    "results-receiver.actions.githubusercontent.com", "productionresultssa0.blob.core.windows.net",
+    "objects.githubusercontent.com", "objects-origin.githubusercontent.com",
+    "github-releases.githubusercontent.com", "github-registry-files.githubusercontent.com",
+    "release-assets.githubusercontent.com",
+)  # fmt: skip
+# The only wildcards GitHub's list has: no broader pattern may be allowed.
+ACTIONS_PATTERNS = {"*.actions.githubusercontent.com", "*.blob.core.windows.net"}
+NODES = json.loads((ARC / "nodes.json").read_text())
+FLEET_WORKFLOW = ROOT / ".github" / "workflows" / "fleet.yml"
+RUNNER_IMAGE = ROOT / "deploy" / "runner-image"
 GPU_TYPES = ("t4", "h100", "h200")
 GPU = "nvidia.com/gpu"
 # The ARC controller adds this label to every runner pod it makes (resourcebuilder.go,
@@ -227,6 +253,10 @@ def check_one_set_per_type(objects):
         name = rs["metadata"]["name"]
         if rs["spec"].get("runnerScaleSetName", name) != name:
             problems.append(f"{name}: jobs would ask for {rs['spec']['runnerScaleSetName']!r}, not {name!r}")
+        if rs["spec"].get("runnerScaleSetLabels"):
+            # ARC 0.14 matches these too (actions-runner-controller#4408): a job asking for one of
+            # them would land here without asking for this GPU type (tools/gpu-runner/policy.json).
+            problems.append(f"{name}: answers to labels beyond its name: {rs['spec']['runnerScaleSetLabels']}")
         if not (pod_spec(rs).get("nodeSelector") or {}).get("nvidia.com/gpu.product"):
             problems.append(f"{name}: no nodeSelector on nvidia.com/gpu.product")
     products = [(pod_spec(rs).get("nodeSelector") or {}).get("nvidia.com/gpu.product") for rs in runner_sets(objects)]
@@ -357,6 +387,210 @@ def check_guaranteed_cpus(objects):
     return problems
 
 
+def check_isolation(objects):
+    """Every GPU pod runs under gVisor's runsc with its GPU proxy, and none is user-namespaced or
+    unmasks /proc: NVIDIA's toolkit does not support GPU pods with hostUsers: false
+    (NVIDIA/cloud-native-docs#402, #403; nvidia-container-toolkit#648), and no runtime named here is
+    documented to."""
+    problems = []
+    classes = {o["metadata"]["name"]: o for o in objects if kind(o) == ("node.k8s.io/v1", "RuntimeClass")}
+    for rs in runner_sets(objects):
+        spec, name = pod_spec(rs), rs["metadata"]["name"]
+        if spec.get("runtimeClassName") != RUNTIME_CLASS:
+            problems.append(f"{name}: runtimeClassName {spec.get('runtimeClassName')!r}, not {RUNTIME_CLASS!r}")
+        elif (classes.get(RUNTIME_CLASS) or {}).get("handler") != RUNTIME_HANDLER:
+            problems.append(f"{name}: no RuntimeClass {RUNTIME_CLASS} with handler {RUNTIME_HANDLER} in the manifests")
+        if spec.get("hostUsers") is False:
+            problems.append(
+                f"{name}: a user-namespaced GPU pod (hostUsers: false), which NVIDIA's toolkit does not support"
+            )
+        for c in all_containers(spec):
+            if (c.get("securityContext") or {}).get("procMount", "Default") != "Default":
+                problems.append(f"{name}/{c.get('name')}: procMount {c['securityContext']['procMount']}")
+    for rc in classes.values():
+        if not ((rc.get("scheduling") or {}).get("nodeSelector")):
+            problems.append(
+                f"RuntimeClass/{rc['metadata']['name']}: no nodeSelector: pods could land where it isn't installed"
+            )
+    return problems
+
+
+def check_pod_security(objects):
+    namespaces = {o["metadata"]["name"]: o for o in objects if kind(o) == ("v1", "Namespace")}
+    problems = []
+    for namespace in {rs["metadata"].get("namespace") for rs in runner_sets(objects)}:
+        labels = (namespaces.get(namespace) or {}).get("metadata", {}).get("labels") or {}
+        if labels.get("pod-security.kubernetes.io/enforce") != "restricted":
+            problems.append(f"Namespace/{namespace}: Pod Security restricted not enforced")
+    return problems
+
+
+def _fqdn_matches(entry: dict, host: str) -> bool:
+    if "matchName" in entry:
+        return entry["matchName"].rstrip(".") == host
+    # Cilium's matchPattern: "*" stands for one DNS label or part of one, never a dot.
+    pattern = entry.get("matchPattern", "").rstrip(".")
+    return re.fullmatch(re.escape(pattern).replace(r"\*", "[-a-zA-Z0-9_]*"), host) is not None
+
+
+def check_actions_egress(objects):
+    """The runner pods reach every host GitHub lists for self-hosted runners, on 443 only, by name,
+    through Cilium's DNS proxy; no name pattern broader than GitHub's own wildcards."""
+    problems = []
+    policies = [o for o in objects if kind(o) == CILIUM_POLICY]
+    for rs in runner_sets(objects):
+        name, namespace = rs["metadata"]["name"], rs["metadata"].get("namespace")
+        labels = {**(rs["spec"].get("template", {}).get("metadata", {}).get("labels") or {}), **CONTROLLER_POD_LABELS}
+        rules = [
+            rule
+            for p in policies
+            if p["metadata"].get("namespace") == namespace and selects(p["spec"].get("endpointSelector", {}), labels)
+            for rule in p["spec"].get("egress") or []
+        ]
+        dns = [
+            r
+            for r in rules
+            if any(
+                (e.get("matchLabels") or {}).get("k8s:k8s-app") == "kube-dns"
+                and (e.get("matchLabels") or {}).get("k8s:io.kubernetes.pod.namespace") == "kube-system"
+                for e in r.get("toEndpoints") or []
+            )
+            and any((tp.get("rules") or {}).get("dns") for tp in r.get("toPorts") or [])
+        ]
+        if not dns:
+            problems.append(f"{name}: no DNS rule through Cilium's DNS proxy (toFQDNs would learn no address)")
+        named = []
+        for rule in rules:
+            if not rule.get("toFQDNs"):
+                continue
+            ports = [p for tp in rule.get("toPorts") or [] for p in tp.get("ports") or []]
+            if not ports or any(str(p.get("port")) != "443" or p.get("protocol", "ANY") != "TCP" for p in ports):
+                problems.append(f"{name}: names allowed on other ports than TCP 443: {ports}")
+            for entry in rule["toFQDNs"]:
+                if "matchPattern" in entry and entry["matchPattern"] not in ACTIONS_PATTERNS:
+                    problems.append(f"{name}: name pattern {entry['matchPattern']!r} is broader than GitHub's list")
+            named += rule["toFQDNs"]
+        missing = [host for host in ACTIONS_HOSTS if not any(_fqdn_matches(e, host) for e in named)]
+        if missing:
+            problems.append(f"{name}: the Actions service's hosts not allowed: {missing}")
+    return problems
+
+
+def _cpus(quantity) -> float:
+    text = str(quantity)
+    return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
+
+
+def _mebibytes(quantity) -> float:
+    text = str(quantity)
+    for suffix, factor in (("Ki", 1 / 1024), ("Mi", 1), ("Gi", 1024), ("Ti", 1024 * 1024)):
+        if text.endswith(suffix):
+            return float(text[: -len(suffix)]) * factor
+    return float(text) / (1024 * 1024)
+
+
+def _pod_request(spec: dict, overhead: dict) -> tuple[float, float]:
+    """What the scheduler counts for one pod: the larger of its containers' sum and any init
+    container, plus its RuntimeClass's overhead (Kubernetes, "Resource Management for Pods")."""
+
+    def requests(c, resource, parse):
+        resources = c.get("resources") or {}
+        return parse(
+            (resources.get("requests") or {}).get(resource) or (resources.get("limits") or {}).get(resource) or 0
+        )
+
+    result = []
+    for resource, parse in (("cpu", _cpus), ("memory", _mebibytes)):
+        app = sum(requests(c, resource, parse) for c in spec.get("containers", []))
+        init = max([requests(c, resource, parse) for c in spec.get("initContainers", [])] or [0])
+        result.append(max(app, init) + parse(overhead.get(resource, 0)))
+    return result[0], result[1]
+
+
+def check_fits_node(objects):
+    """Every runner set, one pod per GPU of its node type (nodes.json) with all of them busy, fits the
+    node's allocatable CPUs and memory beside the node's own pods, and its runners' whole CPUs fit
+    what the static CPU manager can hand out exclusively."""
+    problems = []
+    classes = {o["metadata"]["name"]: o for o in objects if kind(o) == ("node.k8s.io/v1", "RuntimeClass")}
+    kubelet, shared = NODES["kubelet"], NODES["daemonsets"]
+    for rs in runner_sets(objects):
+        spec, name = pod_spec(rs), rs["metadata"]["name"]
+        product = (spec.get("nodeSelector") or {}).get("nvidia.com/gpu.product")
+        nodes = [n for n in NODES["node_types"] if n["runner_set"] == name and n["gpu_product"] == product]
+        if not nodes:
+            problems.append(f"{name}: no node type in nodes.json for it (GPU product {product!r})")
+            continue
+        overhead = ((classes.get(spec.get("runtimeClassName")) or {}).get("overhead") or {}).get("podFixed") or {}
+        pod_cpu, pod_memory = _pod_request(spec, overhead)
+        runner = next((c for c in spec.get("containers", []) if c.get("name") == "runner"), {})
+        runner_cpu = _cpus(((runner.get("resources") or {}).get("limits") or {}).get("cpu") or 0)
+        for node in nodes:
+            where = f"{name} on {node['instance_type']} ({node['gpus']} GPUs busy)"
+            reserved_cpu = _cpus(kubelet["kube_reserved"]["cpu"]) + _cpus(kubelet["system_reserved"]["cpu"])
+            allocatable_cpu = node["vcpus"] - reserved_cpu
+            allocatable_memory = (
+                _mebibytes(node["memory"])
+                - _mebibytes(kubelet["kube_reserved"]["memory"])
+                - _mebibytes(kubelet["system_reserved"]["memory"])
+                - _mebibytes(kubelet["eviction_hard_memory"])
+            )
+            if node["gpus"] * pod_cpu + _cpus(shared["cpu"]) > allocatable_cpu:
+                problems.append(f"{where}: {node['gpus']} x {pod_cpu} CPUs + the node's own pods > {allocatable_cpu}")
+            if node["gpus"] * pod_memory + _mebibytes(shared["memory"]) > allocatable_memory:
+                memory = f"{node['gpus']} x {pod_memory:.0f} MiB + the node's own pods"
+                problems.append(f"{where}: {memory} > {allocatable_memory:.0f} MiB")
+            shared_cpu = _cpus(shared["cpu"]) + node["gpus"] * _cpus(overhead.get("cpu", 0))
+            exclusive = node["vcpus"] - math.ceil(reserved_cpu) - math.ceil(shared_cpu)
+            if node["gpus"] * runner_cpu > exclusive:
+                problems.append(f"{where}: {node['gpus']} x {runner_cpu} exclusive CPUs > the {exclusive} it can give")
+    return problems
+
+
+def check_shm(objects):
+    """/dev/shm of the runner: a memory-backed emptyDir with a size limit, within its memory limit."""
+    problems = []
+    for rs in runner_sets(objects):
+        spec, name = pod_spec(rs), rs["metadata"]["name"]
+        volumes = {v.get("name"): v for v in spec.get("volumes", [])}
+        runner = next((c for c in spec.get("containers", []) if c.get("name") == "runner"), {})
+        mounts = [m for m in runner.get("volumeMounts") or [] if m.get("mountPath") == "/dev/shm"]
+        if len(mounts) != 1:
+            problems.append(f"{name}: the runner has no /dev/shm of the pod's (the runtime's 64 MiB)")
+            continue
+        shm = (volumes.get(mounts[0].get("name")) or {}).get("emptyDir") or {}
+        limit = ((runner.get("resources") or {}).get("limits") or {}).get("memory")
+        if shm.get("medium") != "Memory" or not shm.get("sizeLimit"):
+            problems.append(f"{name}: /dev/shm is not a memory-backed emptyDir with a sizeLimit: {shm}")
+        elif limit is None or _mebibytes(shm["sizeLimit"]) > _mebibytes(limit) / 2:
+            problems.append(f"{name}: /dev/shm's {shm['sizeLimit']} is more than half the memory limit {limit}")
+    return problems
+
+
+def built_image() -> str:
+    """The image fleet.yml builds from deploy/runner-image/Dockerfile, as the manifests name it
+    (the repository's owner is the manifests' OWNER placeholder)."""
+    steps = yaml.safe_load(FLEET_WORKFLOW.read_text())["jobs"]["runner-image"]["steps"]
+    script = next(step["run"] for step in steps if step.get("id") == "image")
+    assert 'docker build --pull -t "$tag" deploy/runner-image' in script, (
+        "fleet.yml no longer builds deploy/runner-image"
+    )
+    found = re.search(r'image="ghcr\.io/\$\{OWNER,,\}/([a-z0-9-]+)"', script)
+    assert found, "fleet.yml's image name is not where this test reads it"
+    return f"ghcr.io/OWNER/{found.group(1)}"
+
+
+def check_image_built_here(objects):
+    """Every container runs the image built from the repository's Dockerfile, by digest."""
+    wanted = built_image()
+    return [
+        f"{rs['metadata']['name']}/{c.get('name')}: image {c.get('image')!r} is not {wanted} (deploy/runner-image)"
+        for rs in runner_sets(objects)
+        for c in all_containers(pod_spec(rs))
+        if c.get("image", "").partition("@")[0] != wanted
+    ]
+
+
 CHECKS = {
     "guaranteed_cpus": check_guaranteed_cpus,
     "one_gpu": check_one_gpu,
@@ -372,6 +606,12 @@ CHECKS = {
     "secrets": check_secrets,
     "image_pinned": check_image_pinned,
     "controller_version": check_controller_version,
+    "isolation": check_isolation,
+    "pod_security": check_pod_security,
+    "actions_egress": check_actions_egress,
+    "fits_node": check_fits_node,
+    "shm": check_shm,
+    "image_built_here": check_image_built_here,
 }
 
 
@@ -388,11 +628,13 @@ def test_every_rendered_object_is_valid_against_its_pinned_schema(rendered):
             jsonschema.validate(o, crd, cls=jsonschema.Draft7Validator)
             # The CRD embeds PodSpec without refusing unknown fields; Kubernetes' strict schema does.
             jsonschema.validate(o["spec"]["template"], template)
+        elif kind(o) == CILIUM_POLICY:
+            jsonschema.validate(o, json.loads(CILIUM_SCHEMA.read_text()), cls=jsonschema.Draft7Validator)
         else:
             assert kind(o) in SCHEMA_FILES, f"{where}: no vendored schema for {kind(o)}"
             jsonschema.validate(o, json.loads((KUBERNETES_SCHEMAS / SCHEMA_FILES[kind(o)]).read_text()))
         seen.add(kind(o))
-    assert seen == {RUNNER_SET, *SCHEMA_FILES}, f"kinds rendered: {sorted(seen)}"
+    assert seen == {RUNNER_SET, CILIUM_POLICY, *SCHEMA_FILES}, f"kinds rendered: {sorted(seen)}"
 
 
 @pytest.mark.parametrize(
@@ -416,6 +658,29 @@ def test_the_schemas_refuse_a_broken_runner_set(rendered, break_it):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(broken, crd, cls=jsonschema.Draft7Validator)
         jsonschema.validate(broken["spec"]["template"], template)
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        pytest.param(lambda o: o["spec"]["egress"][1].update(toFQDN=[]), id="typo"),
+        pytest.param(lambda o: o["spec"]["egress"][1]["toFQDNs"].append({"matchName": "a b"}), id="bad-name"),
+        pytest.param(lambda o: o["spec"]["egress"][1]["toPorts"][0]["ports"][0].update(port=443), id="port-a-number"),
+        pytest.param(lambda o: o["spec"]["egress"][1].update(toEntities=["world"]), id="world"),
+    ],
+)
+def test_the_structural_schema_refuses_a_broken_cilium_policy(rendered, break_it):
+    policy = copy.deepcopy(next(o for o in rendered if kind(o) == CILIUM_POLICY))
+    break_it(policy)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(policy, json.loads(CILIUM_SCHEMA.read_text()), cls=jsonschema.Draft7Validator)
+
+
+def test_the_runtime_class_schema_refuses_an_unknown_field(rendered):
+    runtime_class = copy.deepcopy(next(o for o in rendered if o["kind"] == "RuntimeClass"))
+    runtime_class["handlr"] = "runc"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(runtime_class, json.loads((KUBERNETES_SCHEMAS / "runtimeclass-node-v1.json").read_text()))
 
 
 def test_a_strict_kubernetes_schema_refuses_an_unknown_field(rendered):
@@ -445,6 +710,24 @@ def _container(objects, name="runner"):
 
 def _policy(objects, name="gpu-runner-egress"):
     return next(o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] == name)
+
+
+def _cilium(objects):
+    return next(o for o in objects if kind(o) == CILIUM_POLICY)
+
+
+def _fqdns(objects):
+    return next(rule for rule in _cilium(objects)["spec"]["egress"] if rule.get("toFQDNs"))
+
+
+def _volume(objects, name="dshm"):
+    return next(v for v in _spec(objects)["volumes"] if v["name"] == name)
+
+
+def _set_runner_size(objects, cpu, memory, name="gpu-h100"):
+    runner = next(c for c in pod_spec(_runner(objects, name))["containers"] if c["name"] == "runner")
+    for part in ("requests", "limits"):
+        runner["resources"][part].update(cpu=cpu, memory=memory)
 
 
 BREAKS = {
@@ -514,6 +797,56 @@ BREAKS = {
         "controller_version",
         lambda o: _runner(o)["metadata"]["labels"].update({"app.kubernetes.io/version": "0.13.1"}),
     ),
+    "extra-scale-set-label": ("one_set_per_type", lambda o: _runner(o)["spec"].update(runnerScaleSetLabels=["gpu"])),
+    "runc": ("isolation", lambda o: _spec(o).pop("runtimeClassName")),
+    "user-namespaced-gpu-pod": ("isolation", lambda o: _spec(o).update(hostUsers=False)),
+    "unmasked-proc": ("isolation", lambda o: _container(o)["securityContext"].update(procMount="Unmasked")),
+    "runtime-class-gone": ("isolation", lambda o: o.remove(next(x for x in o if x["kind"] == "RuntimeClass"))),
+    "runtime-class-anywhere": (
+        "isolation",
+        lambda o: next(x for x in o if x["kind"] == "RuntimeClass").pop("scheduling"),
+    ),
+    "pod-security-warn-only": (
+        "pod_security",
+        lambda o: next(x for x in o if x["kind"] == "Namespace")["metadata"]["labels"].pop(
+            "pod-security.kubernetes.io/enforce"
+        ),
+    ),
+    "cilium-policy-gone": ("actions_egress", lambda o: o.remove(_cilium(o))),
+    "no-dns-proxy": ("actions_egress", lambda o: _cilium(o)["spec"]["egress"][0]["toPorts"][0].pop("rules")),
+    "artifact-storage-dropped": (
+        "actions_egress",
+        lambda o: _fqdns(o)["toFQDNs"].remove({"matchPattern": "*.blob.core.windows.net"}),
+    ),
+    "github-dropped": ("actions_egress", lambda o: _fqdns(o)["toFQDNs"].remove({"matchName": "github.com"})),
+    "broker-dropped": (
+        "actions_egress",
+        lambda o: _fqdns(o)["toFQDNs"].remove({"matchPattern": "*.actions.githubusercontent.com"}),
+    ),
+    "any-github-host": (
+        "actions_egress",
+        lambda o: _fqdns(o)["toFQDNs"].append({"matchPattern": "*.githubusercontent.com"}),
+    ),
+    "names-on-any-port": ("actions_egress", lambda o: _fqdns(o).pop("toPorts")),
+    "other-pods-selected": (
+        "actions_egress",
+        lambda o: _cilium(o)["spec"].update(endpointSelector={"matchLabels": {"app": "other"}}),
+    ),
+    "t4-asks-64gi": ("fits_node", lambda o: _set_runner_size(o, "10", "64Gi", "gpu-t4")),
+    "t4-asks-16-cpus": ("fits_node", lambda o: _set_runner_size(o, "16", "44Gi", "gpu-t4")),
+    "h200-whole-node-memory": ("fits_node", lambda o: _set_runner_size(o, "16", "256Gi", "gpu-h200")),
+    "no-node-type": (
+        "fits_node",
+        lambda o: _spec(o)["nodeSelector"].update({"nvidia.com/gpu.product": "NVIDIA-H100-PCIe"}),
+    ),
+    "shm-runtime-default": ("shm", lambda o: _container(o)["volumeMounts"].pop(0)),
+    "shm-on-disk": ("shm", lambda o: _volume(o)["emptyDir"].pop("medium")),
+    "shm-unbounded": ("shm", lambda o: _volume(o)["emptyDir"].pop("sizeLimit")),
+    "shm-bigger-than-memory": ("shm", lambda o: _volume(o)["emptyDir"].update(sizeLimit="300Gi")),
+    "image-from-elsewhere": (
+        "image_built_here",
+        lambda o: _container(o).update(image="ghcr.io/actions/actions-runner@sha256:" + "a" * 64),
+    ),
 }
 
 
@@ -529,21 +862,53 @@ def test_every_check_has_a_break_that_it_notices():
     assert {check for check, _ in BREAKS.values()} == set(CHECKS)
 
 
-def test_each_runner_set_gives_its_runner_the_cpus_its_type_was_given(rendered):
-    """The timing types' runners have the 16 CPUs the two-runner rehearsals ran with
-    (benchmarks/results/fleet-pinned-two-h200); the T4's patch (by list index: kustomize can't merge a
-    custom resource's lists by name) lands on the runner container and nowhere else."""
+def _sizes_module():
+    spec = importlib.util.spec_from_file_location("fleet_sizes", ARC / "sizes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_each_runner_set_gets_what_its_node_type_gives(rendered):
+    """The rendered runner's CPUs, memory and /dev/shm are sizes.py's derivation from its node type
+    (the patch lands on the runner container and the dshm volume, by index: kustomize can't merge a
+    custom resource's lists by name), and the timing types keep the 16 CPUs the rehearsals measured
+    (benchmarks/results/fleet-pinned-two-h200)."""
+    sizes = _sizes_module()
     base = yaml.safe_load((ARC / "runner-set" / "autoscalingrunnerset.yaml").read_text())
-    assert pod_spec(base)["containers"][0]["name"] == "runner"
-    t4_cpus = {p["value"] for p in yaml.safe_load((ARC / "gpu-t4" / "cpus.yaml").read_text())}
-    assert t4_cpus == {"8"}
-    for rs in runner_sets(rendered):
-        name = rs["metadata"]["name"]
-        for c in all_containers(pod_spec(rs)):
-            wanted = (t4_cpus if name == "gpu-t4" else {"16"}) if c["name"] == "runner" else {"1"}
-            resources = c["resources"]
-            got = {_quantity(resources[k]["cpu"]) for k in ("requests", "limits") if "cpu" in resources.get(k, {})}
-            assert got == wanted, f"{name}/{c['name']}: cpu {got}, expected {wanted}"
+    assert pod_spec(base)["containers"][0]["name"] == "runner" and pod_spec(base)["volumes"][0]["name"] == "dshm"
+    for node in NODES["node_types"]:
+        size = sizes.derive(node, NODES)
+        rs = _runner(rendered, node["runner_set"])
+        runner = next(c for c in pod_spec(rs)["containers"] if c["name"] == "runner")
+        for part in ("requests", "limits"):
+            assert runner["resources"][part]["cpu"] == str(size["cpu"]), node["runner_set"]
+            assert runner["resources"][part]["memory"] == f"{size['memory_gi']}Gi", node["runner_set"]
+        shm = next(v for v in pod_spec(rs)["volumes"] if v["name"] == "dshm")
+        assert shm["emptyDir"]["sizeLimit"] == f"{size['shm_gi']}Gi"
+        init = next(c for c in pod_spec(rs)["initContainers"] if c["name"] == "runner-copy")
+        assert init["resources"]["limits"] == {"cpu": "1", "memory": "512Mi"}
+    assert {n["runner_set"]: sizes.derive(n, NODES)["cpu"] for n in NODES["node_types"]} == {
+        "gpu-t4": 10,  # a g4dn.12xlarge's 48 CPUs, less 2 reserved and 3 shared, in whole cores per T4
+        "gpu-h100": 16,
+        "gpu-h200": 16,
+    }
+
+
+def test_every_node_type_figure_says_where_it_comes_from():
+    for node in NODES["node_types"]:
+        assert node["source"].startswith("AWS") and "https://" in node["source"], node["instance_type"]
+    for part in ("kubelet", "daemonsets", "runtime_overhead"):
+        assert NODES[part]["source"].startswith("assumed"), part
+    runtime_class = yaml.safe_load((ARC / "base" / "runtimeclass.yaml").read_text())
+    assert runtime_class["overhead"]["podFixed"] == {k: NODES["runtime_overhead"][k] for k in ("cpu", "memory")}
+
+
+def test_the_fit_check_fails_the_sizes_the_issue_found(rendered):
+    """Issue 49: the T4 set asked 16 CPUs and 64 GiB per pod, so a g4dn.12xlarge held two of its four."""
+    broken = copy.deepcopy(rendered)
+    _set_runner_size(broken, "8", "64Gi", "gpu-t4")
+    assert any("gpu-t4 on g4dn.12xlarge" in p for p in check_fits_node(broken))
 
 
 def test_there_is_a_runner_set_for_every_gpu_type_the_workflows_know():
@@ -565,7 +930,7 @@ def test_the_kustomization_names_the_pinned_arc_version():
     assert f"ARC {ARC_VERSION}" in (ROOT / "deploy" / "README.md").read_text()
 
 
-@pytest.mark.parametrize("script", ["seccomp/build.py", "github-meta/update.py"])
+@pytest.mark.parametrize("script", ["seccomp/build.py", "github-meta/update.py", "sizes.py"])
 def test_the_generated_files_are_what_their_script_makes(script):
     done = subprocess.run([sys.executable, str(ARC / script), "--check"], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
@@ -588,16 +953,43 @@ def test_the_seccomp_profile_adds_only_what_bubblewrap_needs():
 
 def test_the_pod_lets_the_sandbox_refuse_its_code_a_nested_user_namespace(rendered):
     """The profile allows unshare to the whole container; the sandbox then refuses its code a nested
-    user namespace (--disable-userns), which writes the sandbox's own /proc/sys/user: an unmasked
-    /proc on the runner container."""
+    user namespace (--disable-userns). Under gVisor both are the Sentry's (its own user namespaces and
+    /proc, no host masks over it), so the pod needs neither a user namespace of its own nor an
+    unmasked /proc, which Pod Security's restricted level refuses."""
     from harness.core import sandbox
 
     assert "--disable-userns" in sandbox.namespaces() and "--assert-userns-disabled" in sandbox.namespaces()
-    for runner_set in (o for o in rendered if o["kind"] == "AutoscalingRunnerSet"):
-        pod = runner_set["spec"]["template"]["spec"]
+    for runner_set in runner_sets(rendered):
+        pod = pod_spec(runner_set)
+        assert pod["runtimeClassName"] == RUNTIME_CLASS and "hostUsers" not in pod
         runner = next(c for c in pod["containers"] if c["name"] == "runner")
-        assert runner["securityContext"]["procMount"] == "Unmasked", runner_set["metadata"]["name"]
-        assert pod["hostUsers"] is False  # Kubernetes allows an unmasked /proc only then
+        assert "procMount" not in runner["securityContext"], runner_set["metadata"]["name"]
+
+
+def test_the_node_runtime_files_name_the_runtime_class_handler():
+    containerd = tomllib.loads((ROOT / "deploy" / "node" / "containerd-runsc-nvproxy.toml").read_text())
+    runtimes = containerd["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"]
+    assert runtimes[RUNTIME_HANDLER]["runtime_type"] == "io.containerd.runsc.v1"
+    assert runtimes[RUNTIME_HANDLER]["options"]["ConfigPath"] == "/etc/containerd/runsc-nvproxy.toml"
+    runsc = tomllib.loads((ROOT / "deploy" / "node" / "runsc-nvproxy.toml").read_text())["runsc_config"]
+    assert runsc == {"nvproxy": "true", "oci-seccomp": "true"}
+    runtime_class = yaml.safe_load((ARC / "base" / "runtimeclass.yaml").read_text())
+    assert runtime_class["handler"] == RUNTIME_HANDLER and runtime_class["metadata"]["name"] == RUNTIME_CLASS
+
+
+def test_the_image_is_built_from_the_pinned_runner_image():
+    """One place names the runner's version: the Dockerfile's FROM, by version and digest; the
+    manifests name the built image by digest only."""
+    dockerfile = (RUNNER_IMAGE / "Dockerfile").read_text()
+    froms = re.findall(r"^FROM (\S+)$", dockerfile, re.M)
+    assert len(froms) == 1 and re.fullmatch(
+        r"ghcr\.io/actions/actions-runner:\d+\.\d+\.\d+@sha256:[0-9a-f]{64}", froms[0]
+    )
+    version = froms[0].split(":")[1].split("@")[0]
+    for path in [ARC / "kustomization.yaml", *ARC.rglob("*.yaml")]:
+        assert version not in path.read_text(), f"{path.relative_to(ROOT)} repeats the runner version {version}"
+    assert "bubblewrap" in dockerfile and "python3.12" in dockerfile and "site.tgz" in dockerfile
+    assert re.search(r"^USER runner$", dockerfile, re.M), "the jobs must run as the base's runner user"
 
 
 def test_the_github_ranges_are_networks():
@@ -606,3 +998,27 @@ def test_the_github_ranges_are_networks():
     for cidr in data["ranges"]:
         network = ipaddress.ip_network(cidr)
         assert not network.is_private and network.prefixlen >= 16, cidr
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "NVIDIA/cloud-native-docs#402",  # hostUsers: false unsupported on GPU pods
+        "NVIDIA/nvidia-container-toolkit#648",  # nvidia-cdi-hook in a user namespace
+        "NVIDIA/nvidia-container-toolkit#1833",  # NVIDIA's /proc mounts stop bubblewrap's fresh /proc
+        "kubernetes/kubernetes#123520",  # Unmasked only with hostUsers: false
+        "google/gvisor#13034",  # CDI hooks under runsc
+        "google/gvisor#13233",  # nvproxy with k8s-device-plugin, documented
+        "google/gvisor#9245",  # no OCI masked paths under gVisor
+        "g3doc/user_guide/gpu.md",
+        "NVIDIA/k8s-device-plugin#1818",
+        "actions/actions-runner-controller#4404",  # deprecated runner versions stop a scale set
+        "actions/actions-runner-controller#4408",  # runnerScaleSetLabels
+        "Communicating with self-hosted runners",
+        "ActionsCheck.cs",
+        "docs.cilium.io",
+        "https://aws.amazon.com/ec2/instance-types/p5/",
+    ],
+)
+def test_the_readme_names_the_source_of_each_choice(source):
+    assert source in (ROOT / "deploy" / "README.md").read_text() or source in (ARC / "nodes.json").read_text()

@@ -1,14 +1,21 @@
 """GitHub's published address ranges, as data, and the NetworkPolicy made from them.
 
-  python3 deploy/arc/github-meta/update.py refresh   # read api.github.com/meta now: rewrite ranges.json
-                                                     # (with today's date) and the NetworkPolicy
+  python3 deploy/arc/github-meta/update.py refresh   # read api.github.com/meta now; where the ranges
+                                                     # differ from ranges.json (or were never read),
+                                                     # rewrite it with today's date, and the policy
   python3 deploy/arc/github-meta/update.py render    # rewrite the NetworkPolicy from ranges.json
   python3 deploy/arc/github-meta/update.py --check   # exit 1 if the committed policy isn't ranges.json's
 
 The keys read are web, api and git: the addresses of github.com, api.github.com and codeload, which a
 runner needs to register, fetch the repository and download actions. Not `actions`: that key lists the
-addresses GitHub-hosted runners send from, not the Actions service a self-hosted runner talks to
-(deploy/README.md says what that leaves unreachable).
+addresses GitHub-hosted runners send from, not the Actions service a self-hosted runner talks to,
+which the runner pods reach by name (arc/components/cilium-egress, deploy/README.md "Network").
+
+`read_on` is the date the committed ranges were read from the endpoint: null, with a note saying so,
+until a refresh has read them; a refresh that finds the same ranges leaves the file alone, so the
+date stays that of the read that found them. The scheduled job (.github/workflows/fleet.yml) runs
+`refresh` and proposes the change as a pull request. GITHUB_API_URL points it elsewhere (a stand-in
+in the tests).
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import json
+import os
 import sys
 import urllib.request
 from pathlib import Path
@@ -24,7 +32,7 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 DATA = HERE / "ranges.json"
-DATA_SOURCE = "https://api.github.com/meta"
+DATA_SOURCE = "https://api.github.com/meta"  # what ranges.json names; read from $GITHUB_API_URL/meta
 POLICY = HERE.parent / "base" / "networkpolicy-runners.yaml"
 NAMESPACE = "nf4kernel-gpu"
 # Set by the ARC controller on every runner pod it creates (resourcebuilder.go, newEphemeralRunnerPod),
@@ -71,16 +79,22 @@ def render_text(data: dict) -> str:
     return HEADER + yaml.safe_dump(policy(ranges), sort_keys=False)
 
 
-def refresh() -> dict:
-    request = urllib.request.Request(DATA_SOURCE, headers={"Accept": "application/vnd.github+json"})
+def refresh(today: datetime.date | None = None) -> tuple[dict, bool]:
+    """GitHub's ranges now, and whether ranges.json changed (rewritten only then)."""
+    api = os.environ.get("GITHUB_API_URL", "https://api.github.com").rstrip("/")
+    request = urllib.request.Request(f"{api}/meta", headers={"Accept": "application/vnd.github+json"})
     with urllib.request.urlopen(request, timeout=30) as answer:
         meta = json.load(answer)
     data = json.loads(DATA.read_text())
     ranges = sorted({str(ipaddress.ip_network(r)) for key in data["keys"] for r in meta[key]})
-    data.update(ranges=ranges, read_on=datetime.date.today().isoformat())
+    if not ranges:
+        raise SystemExit(f"{api}/meta lists no ranges under {data['keys']}: refusing to allow nothing")
+    if data.get("read_on") and ranges == data["ranges"]:
+        return data, False
+    data.update(ranges=ranges, read_on=(today or datetime.date.today()).isoformat())
     data.pop("note", None)
     DATA.write_text(json.dumps(data, indent=1) + "\n")
-    return data
+    return data, True
 
 
 if __name__ == "__main__":
@@ -90,7 +104,11 @@ if __name__ == "__main__":
             0 if POLICY.read_text() == render_text(json.loads(DATA.read_text())) else "stale: run update.py render"
         )
     if command == ["refresh"]:
-        POLICY.write_text(render_text(refresh()))
+        data, changed = refresh()
+        if not changed:
+            print(f"unchanged since {data['read_on']}: {len(data['ranges'])} ranges")
+            sys.exit(0)
+        POLICY.write_text(render_text(data))
     elif command == ["render"]:
         POLICY.write_text(render_text(json.loads(DATA.read_text())))
     else:

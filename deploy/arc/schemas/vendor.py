@@ -29,6 +29,7 @@ KINDS = (
     "rolebinding-rbac-v1",
     "networkpolicy-networking-v1",
     "podtemplatespec-v1",
+    "runtimeclass-node-v1",
 )
 SHARED = "/api/_definitions.json#/$defs/"
 
