@@ -23,8 +23,11 @@ A path to show that would take one of those with it (``/``, ``/home``, the job's
 refused (``Unavailable``) rather than shown.
 
 And: no network (a network namespace of its own: not even the host's loopback), its own user, process,
-IPC, UTS and cgroup namespaces, **no further user namespace** (``--disable-userns``: the kernel refuses
-the sandboxed process a nested one, where it would hold every capability again), no capabilities, a
+IPC, UTS and cgroup namespaces, **no further user namespace** (a nested one would hand the sandboxed
+process every capability again): refused by a system-call filter (``seccomp.py``, bubblewrap's
+``--seccomp``), which works under gVisor too, and beside it by ``--disable-userns`` where the kernel
+has the per-namespace limit that needs; ``why_not`` says there is no sandbox where neither refuses it.
+No capabilities, a
 new session (no terminal to inject into); an environment with nothing of the job's (no ``GITHUB_*``,
 ``RUNNER_*``, ``ACTIONS_*``, token or ``BASH_ENV``): only ``PATH``, the locale, the CUDA and NVIDIA
 selectors and what the caller sets. Every process it starts ends with it: the sandbox's first process
@@ -47,6 +50,7 @@ its namespaces here (the line says which).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import glob
 import json
 import os
@@ -57,6 +61,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from harness.core import seccomp
 
 BWRAP = "bwrap"
 EXIT_NO_SANDBOX = 126
@@ -81,18 +87,34 @@ class Unavailable(RuntimeError):
     """No sandbox here, or not with that view: the message says why, in one line."""
 
 
+# Where this kernel keeps a limit per user namespace, which --disable-userns lowers inside (gVisor has none).
+USERNS_LIMIT = "/proc/sys/user/max_user_namespaces"
+# Run inside by why_not: exit 0 only if a nested user namespace is refused.
+NESTED_PROBE = "import ctypes, sys; sys.exit(3 if ctypes.CDLL(None).unshare(0x10000000) == 0 else 0)"
+
+
 def namespaces() -> list[str]:
     # --unshare-user, explicitly: --disable-userns needs it, and --unshare-all only tries one as root.
-    return [
-        "--unshare-all",
-        "--unshare-user",
-        "--disable-userns",
-        "--assert-userns-disabled",
-        "--die-with-parent",
-        "--new-session",
-        "--cap-drop",
-        "ALL",
-    ]
+    line = ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+    if os.path.exists(USERNS_LIMIT):
+        line += ["--disable-userns", "--assert-userns-disabled"]
+    return line
+
+
+def filter_arguments(fd: int | None) -> list[str]:
+    """``--seccomp FD`` for the filter in ``fd`` (``seccomp.memfd``), none without one."""
+    return [] if fd is None else ["--seccomp", str(fd)]
+
+
+@contextlib.contextmanager
+def filter_fd():
+    """The filter's descriptor for a bubblewrap started inside (None where the ABI has no filter)."""
+    fd = seccomp.memfd() if seccomp.supported() else None
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def why_not() -> str | None:
@@ -101,14 +123,18 @@ def why_not() -> str | None:
     if binary is None:
         return f"{BWRAP} (Debian's bubblewrap) is not on the PATH"
     try:
-        done = subprocess.run(
-            [binary, *namespaces(), *system_view(), "--dev", "/dev", "--proc", "/proc", "--", "true"],
-            capture_output=True,
-            text=True,
-            timeout=30,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
+        shown = []
+        for path in python_paths(sys.executable, []):
+            shown += ["--ro-bind", path, path]
+        with filter_fd() as fd:
+            line = [binary, *namespaces(), *filter_arguments(fd), *system_view(), *shown]
+            line += ["--dev", "/dev", "--proc", "/proc", "--", sys.executable, "-c", NESTED_PROBE]
+            passed = () if fd is None else (fd,)
+            done = subprocess.run(line, capture_output=True, text=True, timeout=30, pass_fds=passed)
+    except (OSError, subprocess.TimeoutExpired, Unavailable) as error:
         return f"{binary} could not be run: {error}"
+    if done.returncode == 3:
+        return "a nested user namespace is not refused inside it here (no filter for this ABI, no --disable-userns)"
     if done.returncode != 0:
         why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return f"{binary} can't make its namespaces here: {why}"
@@ -202,10 +228,12 @@ def command(
     cwd: Path | None = None,
     env: dict | None = None,
     python: str = sys.executable,
+    seccomp_fd: int | None = None,
 ) -> tuple[list[str], dict]:
     """The bubblewrap command line that runs ``argv`` sandboxed, and the environment to start it
     with (bubblewrap passes it on; ``--clearenv`` is not used so the variables stay off its command
-    line, where ``ps`` would show them). Unavailable if a path to show would show a private place."""
+    line, where ``ps`` would show them); ``seccomp_fd`` is the filter's descriptor (``filter_fd``), for
+    the caller to pass to bubblewrap. Unavailable if a path to show would show a private place."""
     binary = shutil.which(BWRAP)
     if binary is None:
         raise Unavailable(f"{BWRAP} (Debian's bubblewrap) is not on the PATH")
@@ -213,7 +241,8 @@ def command(
     shown = python_paths(python, list(exclude)) + [os.path.realpath(p) for p in read]
     writable = [os.path.realpath(p) for p in write]
     check_shown([*shown, *writable], outside)
-    line = [binary, *namespaces(), *system_view(), "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
+    line = [binary, *namespaces(), *filter_arguments(seccomp_fd), *system_view()]
+    line += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     line += ["--tmpfs", "/dev/shm"]  # CUDA's and torch's shared memory: private
     for node in sorted(glob.glob("/dev/nvidia*")):
         line += ["--dev-bind", node, node]
@@ -234,7 +263,12 @@ def run(
     and its resume line, under a nonce it never sees: the job's runner acts on no workflow command it
     prints. On timeout the whole sandbox goes (its namespace's first process is killed, and with it
     every process it started)."""
-    line, env = command(argv, **view)
+    with filter_fd() as fd:
+        return _run(argv, timeout, stdout, stderr, fd, view)
+
+
+def _run(argv, timeout, stdout, stderr, fd, view) -> subprocess.CompletedProcess:
+    line, env = command(argv, seccomp_fd=fd, **view)
     to_log = None
     if stdout is None or stderr is None:
         sys.stderr.flush()
@@ -251,6 +285,7 @@ def run(
             stderr=to_log if stderr is None else stderr,
             text=True,
             start_new_session=True,
+            pass_fds=() if fd is None else (fd,),
         )
         try:
             out, err = process.communicate(timeout=timeout)

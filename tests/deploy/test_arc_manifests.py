@@ -962,20 +962,17 @@ def test_the_pod_needs_no_user_namespace_of_its_own_for_the_sandbox(rendered):
         assert "procMount" not in runner["securityContext"], runner_set["metadata"]["name"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="harness/core/sandbox.py refuses a nested user namespace with bubblewrap's --disable-userns, which "
-    "writes /proc/sys/user/max_user_namespaces: gVisor has no /proc/sys/user, so under the fleet's runtime the "
-    "sandbox fails closed (deploy/README.md, 'Isolation'). It must refuse it with a seccomp filter instead.",
-)
-def test_the_sandbox_refuses_a_nested_user_namespace_in_a_way_gvisor_supports():
-    """Turns red (an unexpected pass) the day the sandbox stops relying on /proc/sys/user: then the
-    fleet's README and this test are to be revisited, and the pod can run the PR's code."""
-    from harness.core import sandbox
+def test_the_sandbox_refuses_a_nested_user_namespace_in_a_way_gvisor_supports(monkeypatch):
+    """gVisor has no /proc/sys/user, which --disable-userns writes: there the sandbox leaves that flag
+    out, and its system-call filter (harness/core/seccomp.py) refuses a nested user namespace alone."""
+    from harness.core import sandbox, seccomp
 
-    # --assert-userns-disabled only tries an unshare and wants it refused: it works under gVisor, and
-    # checks a seccomp filter as well as it checked --disable-userns.
-    assert "--disable-userns" not in sandbox.namespaces()
+    monkeypatch.setattr(sandbox, "USERNS_LIMIT", "/proc/sys/user/as-under-gvisor")
+    assert "--disable-userns" not in sandbox.namespaces() and "--assert-userns-disabled" not in sandbox.namespaces()
+    assert seccomp.supported(), "the GPU runners are x86-64, the filter's ABI"
+    with sandbox.filter_fd() as fd:
+        line, _ = sandbox.command(["true"], seccomp_fd=fd)
+    assert line[line.index("--seccomp") + 1] == str(fd)
 
 
 def test_the_node_runtime_files_name_the_runtime_class_handler():

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.core import sandbox
+from harness.core import sandbox, seccomp
 
 if (reason := sandbox.why_not()) is not None:
     if os.environ.get("NF4KERNEL_REQUIRE_SANDBOX"):
@@ -302,8 +303,44 @@ def test_before_a_sandboxed_process_regained_every_capability_in_a_nested_user_n
     before = subprocess.run(todays_view_before(argv, jit_job["env"]), capture_output=True, text=True, timeout=60)
     assert before.stdout.strip() == "nested user namespace: CapEff 000001ffffffffff, tmpfs mounted: True", before.stderr
     now = sandbox.run(argv, timeout=60)
-    assert now.stdout.strip().startswith("refused: "), now.stdout
-    assert "--disable-userns" in sandbox.namespaces() and "--assert-userns-disabled" in sandbox.namespaces()
+    assert now.stdout.strip() == "refused: Operation not permitted", now.stdout  # the filter's EPERM
+
+
+def test_the_filter_alone_refuses_a_nested_user_namespace_where_disable_userns_cant_run(monkeypatch):
+    """Under gVisor (no /proc/sys/user) the sandbox runs without --disable-userns: its filter refuses
+    unshare and clone with CLONE_NEWUSER, and clone3, whose flags it can't read."""
+    monkeypatch.setattr(sandbox, "USERNS_LIMIT", "/proc/sys/user/as-under-gvisor")
+    assert "--disable-userns" not in sandbox.namespaces()
+    assert sandbox.why_not() is None
+    assert sandbox.run([sys.executable, "-c", NESTED], timeout=60).stdout.strip() == "refused: Operation not permitted"
+    calls = (
+        "import ctypes, os; libc = ctypes.CDLL(None, use_errno=True)\n"
+        "def errno(result): return os.strerror(ctypes.get_errno()) if result == -1 else 'done'\n"
+        "print(errno(libc.syscall(56, 0x10000000 | 17, 0, 0, 0, 0)))\n"  # clone(CLONE_NEWUSER | SIGCHLD)
+        "print(errno(libc.syscall(435, 0, 0)))\n"  # clone3
+        "print(errno(libc.syscall(308, 0, 0)))\n"  # setns
+        "print(errno(libc.unshare(0x00020000)))"  # CLONE_NEWNS alone: the filter lets it by, no capability stops it
+    )
+    lines = sandbox.run([sys.executable, "-c", calls], timeout=60).stdout.splitlines()
+    refused, missing = "Operation not permitted", "Function not implemented"
+    assert lines == [refused, missing, refused, refused]
+
+
+def test_without_the_filter_or_the_limit_there_is_no_sandbox(monkeypatch):
+    """Fail closed: where nothing would refuse a nested user namespace, why_not says so."""
+    monkeypatch.setattr(sandbox, "USERNS_LIMIT", "/proc/sys/user/as-under-gvisor")
+    monkeypatch.setattr(sandbox.seccomp, "supported", lambda: False)
+    assert "a nested user namespace is not refused" in sandbox.why_not()
+
+
+def test_the_filter_is_well_formed():
+    program = seccomp.program()
+    assert len(program) % 8 == 0
+    entries = [struct.unpack("<HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
+    for at, (code, jt, jf, _) in enumerate(entries):
+        if code & 0x07 == 0x05:  # a jump: forward, and within the program
+            assert at + 1 + max(jt, jf) < len(entries), f"entry {at} jumps past the end"
+    assert entries[-1][0] == seccomp.RET_K and entries[0] == (seccomp.LD_W_ABS, 0, 0, seccomp.ARCH)
 
 
 def test_what_the_sandbox_prints_reaches_the_log_behind_stop_commands_with_a_nonce_it_never_sees(capfd):
