@@ -14,7 +14,9 @@ The arguments are typed and specialized by Triton's own launch binding for that 
 dtypes and alignment, int32 or int64 counts, constexprs), so what is compiled is what a launch on
 that GPU compiles.
 
-Exit 0: every target compiled. 1: one or more failed. 2: bad arguments.
+Exit 0: every target compiled. 1: one or more failed. 2: bad arguments, said in one line before
+anything is compiled: a compute capability that is no whole number, or one the ptxas Triton uses for
+it doesn't assemble for (``sm_999``: LLVM, given a processor it doesn't know, can abort the process).
 """
 
 from __future__ import annotations
@@ -51,13 +53,29 @@ FORMATS = tuple(
 
 
 @functools.cache
+def _ptxas_archs(path: str) -> frozenset[int]:
+    """The compute capabilities a ptxas assembles for: its ``--gpu-name`` list."""
+    usage = subprocess.run([path, "--help"], capture_output=True, text=True, check=True).stdout
+    return frozenset(int(arch) for arch in re.findall(r"'sm_(\d+)[a-z]?'", usage))
+
+
+def assembles(arch: int) -> bool:
+    """Whether the ptxas Triton picks for ``arch`` (it picks by target) assembles for it: a target
+    compiles, or fails with Triton's error, only then; another can abort the process in LLVM."""
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    if not 0 < arch < 10_000:
+        return False
+    return arch in _ptxas_archs(get_ptxas(arch).path)
+
+
+@functools.cache
 def newest_arch() -> int:
     """The newest compute capability the ptxas shipped with this Triton assembles for (its
     ``--gpu-name`` list; Triton picks its ptxas by target, so ask the one for the newest ones)."""
     from triton.backends.nvidia.compiler import get_ptxas
 
-    usage = subprocess.run([get_ptxas(1000).path, "--help"], capture_output=True, text=True, check=True).stdout
-    return max(int(arch) for arch in re.findall(r"'sm_(\d+)[a-z]?'", usage))
+    return max(_ptxas_archs(get_ptxas(1000).path))
 
 
 def targets() -> dict[int, str]:
@@ -139,10 +157,13 @@ def compile_row(arch: int, variant: int, fmt: Format) -> tuple[str, list[str]]:
     return "OK", [f"({len(compiled.asm['cubin'])} bytes of cubin)"]
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, before anything is compiled
+        self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m nf4kernel.targets", description=" ".join(__doc__.split("\n\n")[0].split())
-    )
+    parser = _Parser(prog="python -m nf4kernel.targets", description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument(
         "archs",
         nargs="*",
@@ -151,6 +172,14 @@ def main(argv=None) -> int:
         help="compute capabilities, 75 for sm_75 (default: what CI compiles for)",
     )
     archs = parser.parse_args(argv).archs or list(targets())
+    unknown = [arch for arch in archs if not assembles(arch)]
+    if unknown:
+        from triton.backends.nvidia.compiler import get_ptxas
+
+        known = sorted(a for a in _ptxas_archs(get_ptxas(0).path) | _ptxas_archs(get_ptxas(1000).path) if assembles(a))
+        parser.error(
+            f"no target sm_{unknown[0]}: this Triton's ptxas assembles for {', '.join(map(str, known))} (75 for sm_75)"
+        )
     rows = [(arch, variant, fmt) for arch in archs for variant, fmt in enumerate(FORMATS)]
     # Widths from every row's cells and either status, known before the first compile: rows print as they come.
     line = aligner([(*cells(arch, fmt), status) for arch, _, fmt in rows for status in STATUSES])

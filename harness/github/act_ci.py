@@ -7,11 +7,13 @@ The workflow file is the real one. Two things differ from GitHub, both because t
 no GitHub: act copies this working tree into the job's workspace in place of actions/checkout, and
 actions/setup-python is mapped to a labelled local stand-in (harness/github/standins/setup-python) that uses a
 Python already installed here. The matrix leg run for `tests` is the one of this machine's Python.
-Exit 0 when every job asked for succeeded.
+Exit 0 when every job asked for succeeded (and for ``--help``); 1 when one failed; 2 bad arguments
+(a job ci.yml doesn't have, an option this command doesn't take), said in one line.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -67,9 +69,16 @@ def _labels(job: dict) -> list[str]:
     return runs_on if isinstance(runs_on, list) else [runs_on]
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2
+        self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
+
+
 def main(argv: list[str]) -> int:
+    parser = _Parser(prog="python -m harness.github.act_ci", description=__doc__.splitlines()[0])
+    parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
+    jobs = parser.parse_args(argv).jobs or ["lint", "tests"]
     workflow = yaml.safe_load(CI_WORKFLOW.read_text())
-    jobs = argv or ["lint", "tests"]
     unknown = [job for job in jobs if job not in workflow["jobs"]]
     if unknown:
         print(f"not jobs of ci.yml: {', '.join(unknown)} (it has {', '.join(workflow['jobs'])})", file=sys.stderr)

@@ -10,6 +10,11 @@ downloads every wheel to answer it (torch alone is hundreds of MB per Python).
 
     python -m harness.github.pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
 
+Exit 3: undecided. No index of some requirements file answered (offline, say), so its pins were
+checked against nothing: the file is named ``UNCHECKED``, and the last line says how many files were
+left undecided; a pin found missing elsewhere still exits 1. A check that checked nothing never
+passes.
+
 Exit 2: bad input, said in one line naming the file and where in it: a requirements line that is no
 requirement, a ci.yml it can't read its Pythons from (a python-version that is a YAML number, an
 expression other than ``${{ matrix.<key> }}``, a matrix it can't expand).
@@ -164,27 +169,44 @@ def main(argv: list[str] | None = None) -> int:
         per_file = [(path, file_indexes(path), pins([path])) for path in REQUIREMENT_FILES]
         print(f"Pythons from {CI_WORKFLOW.relative_to(ROOT)}: {', '.join(pythons)}")
         print(f"{len(pinned)} pins from {', '.join(p.name for p in REQUIREMENT_FILES)}")
-        problems = conflicting_pins(pinned)
+        problems, unchecked = conflicting_pins(pinned), []
         for path, urls, file_pins in per_file:
-            problems += checked(path, urls, file_pins, pythons)
+            found = checked(path, urls, file_pins, pythons)
+            if found is None:
+                unchecked.append(path.name)
+            else:
+                problems += found
     except BadInput as error:
         print(f"pins: {' '.join(str(error).splitlines())}", file=sys.stderr)
         return 2
     for problem in problems:
         print(f"PROBLEM: {problem}")
-    print("every pin has a wheel for every leg" if not problems else f"{len(problems)} pin/Python pairs can't install")
-    return 1 if problems else 0
+    if problems:
+        print(f"{len(problems)} pin/Python pairs can't install" + (f"; {undecided(unchecked)}" if unchecked else ""))
+        return 1
+    if unchecked:
+        print(f"no pin found missing, but {undecided(unchecked)}: no verdict (exit {EXIT_UNDECIDED})")
+        return EXIT_UNDECIDED
+    print("every pin has a wheel for every leg")
+    return 0
 
 
-def checked(path: Path, urls: list[str], file_pins: list, pythons: list[str]) -> list[str]:
-    """The problems of one file's pins, from its indexes; none where no index of it answered."""
+EXIT_UNDECIDED = 3  # no index of a file answered: its pins were checked against nothing
+
+
+def undecided(names: list[str]) -> str:
+    return f"{len(names)} of {len(REQUIREMENT_FILES)} requirements files unchecked ({', '.join(names)})"
+
+
+def checked(path: Path, urls: list[str], file_pins: list, pythons: list[str]) -> list[str] | None:
+    """The problems of one file's pins, from its indexes; None where it has pins to check and no
+    index of it answered (nothing is known either way: pip, too, skips such an index, and a pin can
+    only be called missing by an index that was asked)."""
     lister = list_from_indexes(urls)
     missing = missing_wheels(pythons, file_pins, lister)
     if missing and lister.unreachable == set(urls):
-        # No index answered: nothing is known either way (pip, too, skips such an index), and a
-        # pin can only be called missing by an index that was asked.
         print(f"UNCHECKED: {path.name}: no index of it answered ({', '.join(urls)})")
-        return []
+        return None
     return missing
 
 

@@ -30,10 +30,13 @@ from pathlib import Path
 #   it (``asv publish`` after applying ``-o``, the gh-pages plugin), so it is the one place to wrap;
 # - a plugin module's setup(), which asv's plugin manager calls once it has imported the module;
 # - asv.util.UserError, which asv reports as one line, exiting 1;
+# - asv.console.log.flush(), which ends the line asv's log leaves open (its docstring: "Needs to be
+#   called before printing to stdout via other means, after using Log");
 # - asv's www/ folder in its package, the pages and scripts Publish.run copies into the site, whose
 #   scripts site_scripts.text_as_text changes (checked against asv 0.6.6's bytes before anything is written).
 import asv
 from asv.commands.publish import Publish
+from asv.console import log
 from asv.util import UserError
 
 from harness.history import site, site_pages, site_scripts, site_vendored
@@ -73,7 +76,7 @@ def _publishing_with(asvs_run):
         _check_assets()  # before asv replaces the old site with one that could not be made self-contained
         seeded = history.seed(Path(results_dir))
         if seeded:
-            print(f"site: {seeded} files of the committed GPU history copied into {results_dir}", flush=True)
+            _say(f"site: {seeded} files of the committed GPU history copied into {results_dir}")
         with tempfile.TemporaryDirectory(prefix="asv-publish-") as tmp:
             try:  # a truncated or foreign machine.json: one line naming it, before asv runs
                 left_out = site.gpu_results(Path(results_dir), Path(tmp) / "results")
@@ -85,11 +88,18 @@ def _publishing_with(asvs_run):
             finally:
                 conf.results_dir = results_dir
         for name in left_out:
-            print(f"site: {name}'s results are not graphed: a CPU machine's times are the interpreter's", flush=True)
+            _say(f"site: {name}'s results are not graphed: a CPU machine's times are the interpreter's")
         _finish(Path(conf.html_dir))
 
     setattr(run, _WRAPPED, True)
     return run
+
+
+def _say(line: str) -> None:
+    """A line of the plugin's own, on a line of its own: asv's log leaves its last message ("Writing
+    index") open for progress dots until the next one, so end that line first (asv's ``log.flush``)."""
+    log.flush()
+    print(line, flush=True)
 
 
 def _check_assets() -> None:

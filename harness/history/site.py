@@ -18,7 +18,8 @@ the data's names as text (``site_scripts.py``); the preview's server, stopped by
 
 Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
 asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed
-(its port taken, say).
+(its port taken, say). Exit 2: bad arguments, said in one line before anything runs: a port outside
+1 to 65535, a --config that can't be read as asv's configuration.
 """
 
 from __future__ import annotations
@@ -119,17 +120,49 @@ def preview(config: str, port: int) -> int:
     return serve(command, cwd=asvrun.ROOT, env=asvrun.asv_env())
 
 
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, before anything runs
+        self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
+
+
+def port(text: str) -> int:
+    """A TCP port a server can listen on: 1 to 65535 (asv's server would end in a traceback)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a port: give 1 to 65535")
+    return value
+
+
+def readable_config(config: str) -> str:
+    """``--config`` as asv reads it: a JSON object whose html_dir, if given, is a path; else exit 2."""
+    try:
+        conf = config_of(config)
+    except Exception as error:  # asv's reader: OSError, ValueError, its UserError, a decode error
+        raise argparse.ArgumentTypeError(f"{config}: {type(error).__name__}: {error}") from None
+    if not isinstance(conf, dict) or not isinstance(conf.get("html_dir", "html"), str):
+        raise argparse.ArgumentTypeError(f"{config}: not an asv configuration (a JSON object with a path html_dir)")
+    return config
+
+
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.history.site", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = Parser(prog="python -m harness.history.site", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     publish_cmd.add_argument("--config", default="asv.conf.json")
     preview_cmd = commands.add_parser("preview", help="serve the built site on http://127.0.0.1:PORT")
     preview_cmd.add_argument("--config", default="asv.conf.json")
-    preview_cmd.add_argument("--port", type=int, default=8080)
+    preview_cmd.add_argument("--port", type=port, default=8080, help="1 to 65535 (default %(default)s)")
     vendor_cmd = commands.add_parser("vendor", help="re-fetch the libraries from npm and verify them")
     vendor_cmd.add_argument("--update", action="store_true", help="record new hashes (after changing a version)")
     args = parser.parse_args(argv)
+    if args.command in ("publish", "preview"):
+        try:
+            readable_config(args.config)
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"--config {error}")
     if args.command == "preview":
         return preview(args.config, args.port)
     try:

@@ -56,6 +56,8 @@ LARGE_BYTES = 16 * 2**20
 
 DEFAULT_MIN_CHANGE = 0.05  # one result: slower by more than 5%, beyond its noise
 DEFAULT_MIN_GROUP_CHANGE = 0.02  # a group's geometric mean: slower by more than 2%, beyond its noise
+# A pass of one round carries no round-to-round noise to judge a change against: no verdict from it.
+MIN_ROUNDS = 2
 # The bootstrap (``harness/core/stats.py``), two-level: fewer resamples than the gate's 10000, as
 # each result resamples every round's calls on both sides (rounds x 2 x resamples medians a result);
 # the interval's ends move by well under 0.5% between seeds at this count. The seed is the rule's own:
@@ -274,8 +276,14 @@ def decide(
     module's defaults: never the record's own ``rule``, which a record under test could loosen (it
     says what the measurement used; a note says where that differs). ValueError where the record
     breaks its schema (``records.check_regression``) or can't support a verdict (suspects never
-    re-measured)."""
+    re-measured, a pass of fewer than ``MIN_ROUNDS`` rounds)."""
     records.check_regression(record, "the record")
+    for number, found in enumerate(record["passes"], 1):
+        if len(found["rounds"]) < MIN_ROUNDS:
+            raise ValueError(
+                f"pass {number} has {len(found['rounds'])} round(s): a verdict needs at least {MIN_ROUNDS}, "
+                "to judge each change against its round-to-round noise"
+            )
     min_change = min_change or DEFAULT_MIN_CHANGE
     min_group_change = min_group_change or DEFAULT_MIN_GROUP_CHANGE
     passes = record["passes"]

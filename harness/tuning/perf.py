@@ -6,7 +6,8 @@
 
     python -m harness.tuning.perf [--rounds 5] [--json PATH]
 
-Exit 0 when measured; 4 without a CUDA GPU.
+Exit 0 when measured; 2 bad arguments (--rounds below 1, a --json with no folder to go in); 4 without
+a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -18,14 +19,19 @@ import statistics
 import torch
 
 from harness.core import workload
+from harness.core.command_output import check_output, plain_streams
 from harness.gate import decision
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    plain_streams()
+    parser = argparse.ArgumentParser(prog="python -m harness.tuning.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved Challenge A rounds per implementation")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, not {args.rounds}")
+    check_output(parser, "--json", args.json)
     workload.exit_without_gpu("perf")
 
     impls = {"nf4kernel": workload.implementation("nf4kernel"), "unsloth": workload.implementation("unsloth")}

@@ -5,7 +5,9 @@ Triton's launch path.
 
     python -m harness.tuning.sweep [--json PATH] [--warps 2 4] [--iters 1 2] [--vectors 1 4]
 
-Exit 0 when swept; 4 without a CUDA GPU.
+Exit 0 when swept; 2 bad arguments (the kernel's own bounds: num_warps a power of two up to 32,
+tiles per program 1 to 64, stores per thread 1, 2, 4 or 8; a --json with no folder to go in); 4 without
+a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import NamedTuple
 import torch
 
 from harness.core import workload
+from harness.core.command_output import check_output, plain_streams
 from nf4kernel import kernel as K
 from nf4kernel import launch_cache
 from nf4kernel.quant_state import read
@@ -72,12 +75,27 @@ def graphed(launch):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    plain_streams()
+    parser = argparse.ArgumentParser(prog="python -m harness.tuning.sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write every measurement here")
-    parser.add_argument("--warps", type=int, nargs="+", default=WARPS, help="num_warps to try (%(default)s)")
-    parser.add_argument("--iters", type=int, nargs="+", default=ITERS, help="tiles per program (%(default)s)")
-    parser.add_argument("--vectors", type=int, nargs="+", default=VECTORS, help="stores per thread (%(default)s)")
+    warps, vectors = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8)  # what the kernel's tile table admits (kernel._tile_row)
+    parser.add_argument(
+        "--warps", type=int, nargs="+", default=WARPS, choices=warps, metavar="W", help="num_warps to try (%(default)s)"
+    )
+    parser.add_argument("--iters", type=int, nargs="+", default=ITERS, help="tiles per program, 1 to 64 (%(default)s)")
+    parser.add_argument(
+        "--vectors",
+        type=int,
+        nargs="+",
+        default=VECTORS,
+        choices=vectors,
+        metavar="V",
+        help="stores per thread (%(default)s)",
+    )
     args = parser.parse_args(argv)
+    if not all(1 <= iters <= 64 for iters in args.iters):
+        parser.error(f"--iters: tiles per program are 1 to 64, not {' '.join(map(str, args.iters))}")
+    check_output(parser, "--json", args.json)
     workload.exit_without_gpu("sweep")
     copy_bw = workload.copy_bandwidth()
     print(f"device: {workload.device_name()}   copy bandwidth: {copy_bw / 1e9:.0f} GB/s")

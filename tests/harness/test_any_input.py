@@ -493,3 +493,107 @@ def test_approval_on_any_event_and_any_answer_approves_or_refuses(event_changes,
     except approval.Refused:
         return
     assert approval.FULL_HASH.fullmatch(decided.candidate) and approval.FULL_HASH.fullmatch(decided.trusted)
+
+
+# --- The commands issue 47 found ending in a traceback, an abort or a wrong answer ---------------------
+
+
+@pytest.fixture
+def nothing_served_published_or_fetched(monkeypatch):
+    """site's commands with valid arguments would serve until stopped, run asv publish for minutes or
+    fetch from npm: here each is a stand-in, and what is tried is the arguments' checking."""
+    from harness.history import site
+
+    monkeypatch.setattr(site, "serve", lambda command, **kwargs: 0)
+    monkeypatch.setattr(site, "publish", lambda config="asv.conf.json": Path(config).parent)
+    monkeypatch.setattr(site, "vendor", lambda update=False: None)
+    return site
+
+
+SITE_ARGUMENTS = st.tuples(
+    st.sampled_from(["publish", "preview", "vendor"]) | ARGUMENT,
+    st.lists(st.tuples(st.sampled_from(["--config", "--port", "--update"]), ARGUMENT), max_size=3),
+).map(lambda both: [both[0], *[word for pair in both[1] for word in pair]])
+
+
+@BOUNDED
+@given(argv=SITE_ARGUMENTS)
+@example(argv=["preview", "--port", "99999"])
+@example(argv=["preview", "--port", "1e400"])
+@example(argv=["preview", "--config", "."])
+@example(argv=["publish", "--config", "README.md"])
+def test_the_site_given_any_arguments_answers_with_an_exit_code(nothing_served_published_or_fetched, workdir, argv):
+    code, out, err = run(nothing_served_published_or_fetched.main, argv)
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
+    if code == 2:
+        assert len(err.splitlines()) == 1, err
+
+
+@pytest.fixture
+def nothing_compiled(monkeypatch):
+    """A target the check lets through is compiled by Triton for seconds: here it is not compiled at
+    all. What is tried is the check, which must stop every target LLVM could abort on."""
+    from nf4kernel import targets
+
+    monkeypatch.setattr(targets, "compile_row", lambda arch, variant, fmt: ("OK", ["(not compiled in this test)"]))
+    return targets
+
+
+@BOUNDED
+@given(argv=st.lists(ARGUMENT | st.integers(min_value=-(10**6), max_value=10**6).map(str), max_size=3))
+@example(argv=["999"])
+@example(argv=["75", "999"])
+@example(argv=["76"])
+@example(argv=[str(2**64)])
+def test_targets_given_any_arguments_answers_with_an_exit_code(nothing_compiled, argv):
+    code, out, err = run(nothing_compiled.main, argv)
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
+    if code == 2:
+        assert len(err.splitlines()) == 1 and not out, err
+    else:  # everything asked for got through the check: each a target its ptxas assembles for
+        assert all(nothing_compiled.assembles(int(word)) for word in argv if word.lstrip("-").isdigit())
+
+
+@pytest.fixture
+def no_job_run(monkeypatch):
+    from harness.github import act_ci
+
+    monkeypatch.setattr(act_ci, "run_job", lambda job, workflow, **kwargs: True)
+    return act_ci
+
+
+@FEW
+@given(argv=st.lists(ARGUMENT | st.sampled_from(["lint", "tests", "harness", "--help", "-h"]), max_size=3))
+@example(argv=["--help"])
+def test_act_ci_given_any_arguments_answers_with_an_exit_code(no_job_run, argv):
+    code, out, err = run(no_job_run.main, argv)
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
+    if "--help" in argv or "-h" in argv:
+        assert code in {0, 2}  # 0 for the help itself; 2 where a bad word came first
+
+
+@pytest.fixture
+def no_gpu_here(monkeypatch):
+    """sweep and perf measure for minutes on a GPU: here they see none, after checking their
+    arguments, and exit 4 as on a machine without one."""
+    from harness.core import workload
+
+    def exit_without_gpu(what):
+        raise SystemExit(4)
+
+    monkeypatch.setattr(workload, "exit_without_gpu", exit_without_gpu)
+
+
+@FEW
+@given(
+    which=st.sampled_from(["sweep", "perf"]),
+    argv=arguments(["--json", "--warps", "--iters", "--vectors", "--rounds"], ["--help"]),
+)
+@example(which="perf", argv=["--rounds", "0"])
+@example(which="sweep", argv=["--warps", "3"])
+@example(which="sweep", argv=["--iters", "-1"])
+def test_sweep_and_perf_given_any_arguments_answer_with_an_exit_code(no_gpu_here, workdir, which, argv):
+    import importlib
+
+    code, out, err = run(importlib.import_module(f"harness.tuning.{which}").main, argv)
+    assert code in {0, 2, 4} and "Traceback" not in out + err, (argv, code, out, err)

@@ -125,8 +125,14 @@ def test_the_promised_pythons_agree_with_the_ci_legs():
 
 @pytest.mark.skipif(not act.ci_tools_installed(), reason="needs the package index; `nox -s tests` or `nox -s pins`")
 def test_every_pin_has_a_wheel_for_every_ci_leg_on_the_index(capsys):
-    """The real check, against the real index pages (network: the package index only)."""
-    assert pins.main([]) == 0, capsys.readouterr().out
+    """The real check, against the real index pages (network: the package index only). Where an
+    index can't be reached (this machine's network reaches PyPI but not PyTorch's, say), the check
+    decides nothing (exit 3) and neither can this test: it skips, naming what went unchecked."""
+    code = pins.main([])
+    out = capsys.readouterr().out
+    if code == pins.EXIT_UNDECIDED:
+        pytest.skip(f"an index did not answer here: {out.strip().splitlines()[-1]}")
+    assert code == 0, out
 
 
 # --- Input as pip reads it, and answers as pip takes them: a problem line or exit 2, never a traceback -----
