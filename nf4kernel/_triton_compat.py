@@ -4,6 +4,8 @@ was checked on and what a call does without it.
 A handle is a speed-up only: without it every call still gives the same bits, by a public (slower)
 way. Each is read through an accessor here, which takes that refusal path when
 
+* this torch or Triton is a release no test has run the handles on (``SEEN``): every handle is off,
+  the kernel launches through Triton's public path, and a warning says so once, at the first use, or
 * this torch or Triton lacks the handle or refuses it (looked up once, at import), or
 * its name is in ``DISABLED``: a measurement turns a handle off to see what it saves
   (``tools/probes/host_ab.py --without NAME``; the names are ``HANDLES``' keys). ``disable`` and
@@ -21,14 +23,44 @@ Model: PyTorch Inductor's ``runtime/triton_compat.py`` (one module answers what 
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 import triton
 
+# The releases (major.minor) the handles below ran on in a test, each result torch.equal to the
+# reference: the CPU CI legs (noxfile's kernel_tests; the README's support table lists every pair that
+# ran) and the GPU runner's torch 2.11 + Triton 3.6. A release not listed here runs with every handle
+# off: slower calls, the same bits. Add a release here when a CI leg runs it.
+SEEN = {"torch": ("2.11", "2.13", "2.14", "2.15"), "triton": ("3.6", "3.7", "3.8", "3.9")}
+
+
+def _release(version: str) -> str:
+    """``2.14.1+cpu`` -> ``2.14``: a patch release or a local build tag changes no handle."""
+    return ".".join(version.split("+", 1)[0].split(".")[:2])
+
+
+def unseen_versions(versions: dict[str, str] | None = None) -> dict[str, str]:
+    """{library: version} of this process's torch and Triton that ``SEEN`` does not list."""
+    versions = versions or {"torch": str(torch.__version__), "triton": str(triton.__version__)}
+    return {name: version for name, version in versions.items() if _release(version) not in SEEN[name]}
+
+
+UNSEEN = unseen_versions()
+if UNSEEN:  # read at the first use of the kernel (the package loads this module then): once a process
+    warnings.warn(
+        "nf4kernel: "
+        + " and ".join(f"{name} {version}" for name, version in UNSEEN.items())
+        + " not yet tested with nf4kernel: its private launch handles are off, and every call takes "
+        "Triton's public launch path (the same bits, a few microseconds slower)",
+        RuntimeWarning,
+        stacklevel=1,
+    )
+
 # name: (the handle, the versions it was checked on, what a call does without it). Checked on: run
 # with it on and off, every result torch.equal to the reference, on torch 2.11 + Triton 3.6.0
-# (CUDA, an H200) and torch 2.13 + Triton 3.7.1 (CPU, where the CUDA-only ones are absent); the range
-# the package allows (torch 2.11 to 2.13, Triton 3.6 to 3.9) is otherwise read from their sources.
+# (CUDA, an H200) and torch 2.13 + Triton 3.7.1 (CPU, where the CUDA-only ones are absent); the other
+# releases in SEEN ran the CPU ones in CI, and the CUDA-only ones are read from their sources there.
 HANDLES = {
     "plain_tensors": (
         "torch._C.DisableTorchFunctionSubclass",
@@ -62,6 +94,8 @@ HANDLES = {
     ),
 }
 DISABLED: set[str] = set()
+# Every handle off for good where a version is unseen; ``enable`` can't turn one back on.
+_OFF = frozenset(HANDLES) if UNSEEN else frozenset()
 
 
 def disable(*names: str) -> None:
@@ -76,8 +110,14 @@ def enable(*names: str) -> None:
     DISABLED.difference_update(names)
 
 
+def public_path_only() -> bool:
+    """Whether every handle is off because this torch or Triton is unseen (``UNSEEN``)."""
+    return bool(_OFF)
+
+
 def available() -> dict[str, bool]:
-    """Per handle: whether this torch and Triton have it (whatever ``DISABLED`` says)."""
+    """Per handle: whether this torch and Triton have it (whatever ``DISABLED`` says; an unseen
+    version's handles are present and off, ``public_path_only``)."""
     present = {
         "plain_tensors": _DisableTorchFunctionSubclass is not None,
         "tensor_guards": _TensorGuards is not None,
@@ -87,6 +127,10 @@ def available() -> dict[str, bool]:
         "c_launch_layout": _C_LAUNCH_LAYOUT,
     }
     return {name: present[name] for name in HANDLES}
+
+
+def _off(name: str) -> bool:
+    return name in DISABLED or name in _OFF
 
 
 def _lookup(owner, *path):
@@ -112,7 +156,7 @@ _launcher_takes_our_arguments = True
 def plain_tensors():
     """``() -> context`` in which a tensor subclass's ``__torch_function__`` is skipped for plain reads
     (``data_ptr``, ``dtype``, ...): the same values, without Params4bit's override."""
-    if _DisableTorchFunctionSubclass is None or "plain_tensors" in DISABLED:
+    if _DisableTorchFunctionSubclass is None or _off("plain_tensors"):
         return contextlib.nullcontext
     return _DisableTorchFunctionSubclass
 
@@ -121,20 +165,20 @@ def tensor_guards():
     """dynamo's ``TensorGuards`` class (one C++ call checks several tensors' type, dtype, device,
     sizes, strides, requires_grad and dispatch keys), or None: whole keys only. It aborts the process
     on a nested tensor (``launch_cache.quick_key`` compares pointers first, for that reason)."""
-    return None if "tensor_guards" in DISABLED else _TensorGuards
+    return None if _off("tensor_guards") else _TensorGuards
 
 
 def empty_strided_here():
     """What Inductor's generated code allocates with: ``torch.empty_strided`` on the current CUDA
     device without the argument parser and the dispatcher (the same caching allocator and stream, the
     same tensor). None: ``torch.empty_strided``."""
-    return None if "empty_strided_cuda" in DISABLED else _empty_strided_cuda
+    return None if _off("empty_strided_cuda") else _empty_strided_cuda
 
 
 def stream_reader():
     """``(raw_stream(index), current_device())`` for the direct launch, or None: no direct launch
     (this torch has no CUDA, or the handle is off)."""
-    if _raw_stream is None or _get_device is None or "raw_stream" in DISABLED:
+    if _raw_stream is None or _get_device is None or _off("raw_stream"):
         return None
     return _raw_stream, _get_device
 
@@ -157,7 +201,7 @@ def refused() -> None:
 
 def direct_launches() -> bool:
     """Whether a compiled kernel may be launched past Triton's argument binding at all."""
-    return _launcher_takes_our_arguments and "direct_launch" not in DISABLED and stream_reader() is not None
+    return _launcher_takes_our_arguments and not _off("direct_launch") and stream_reader() is not None
 
 
 def direct_launcher(compiled, grid: int, tail: tuple, pointers: tuple):
@@ -177,7 +221,7 @@ def direct_launcher(compiled, grid: int, tail: tuple, pointers: tuple):
     c_launch = getattr(run, "launch", None)
     if (
         _C_LAUNCH_LAYOUT
-        and "c_launch_layout" not in DISABLED
+        and not _off("c_launch_layout")
         and c_launch is not None
         and getattr(run, "global_scratch_size", 1) == 0
         and getattr(run, "profile_scratch_size", 1) == 0

@@ -13,7 +13,10 @@ from pathlib import Path
 
 import pytest
 
+import nf4kernel
+
 ROOT = Path(__file__).resolve().parents[1]
+DIST_INFO = f"nf4kernel-{nf4kernel.__version__}.dist-info/"  # the version's one source: __init__.py
 CI_TOOLS_FLAG = "NF4KERNEL_CI_TOOLS"  # set by `nox -s tests` in its own venv, where setuptools is pinned
 
 
@@ -38,15 +41,29 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 def test_the_wheel_holds_the_kernel_package_and_its_metadata_only(wheel):
     names = wheel.namelist()
-    outside = [n for n in names if not n.startswith(("nf4kernel/", "nf4kernel-0.1.0.dist-info/"))]
+    outside = [n for n in names if not n.startswith(("nf4kernel/", DIST_INFO))]
     assert outside == []
     assert not [n for n in names if "harness" in n or "site_assets" in n]
 
 
-def test_the_wheel_holds_every_module_of_the_kernel(wheel):
+def test_the_wheel_holds_every_module_of_the_kernel_and_its_typing_marker(wheel):
     shipped = {n for n in wheel.namelist() if n.startswith("nf4kernel/")}
-    expected = {f"nf4kernel/{p.name}" for p in (ROOT / "nf4kernel").glob("*.py")}
+    expected = {f"nf4kernel/{p.name}" for p in (ROOT / "nf4kernel").glob("*.py")} | {"nf4kernel/py.typed"}
     assert shipped == expected
+
+
+def test_the_wheels_metadata_has_one_version_an_spdx_license_and_lower_bounds_only(wheel):
+    """The version is __init__.py's (pyproject reads it); the license an SPDX expression with its
+    file; torch and Triton bounded below only, so that installing never replaces a newer torch."""
+    metadata = wheel.read(DIST_INFO + "METADATA").decode()
+    fields = [line.split(": ", 1) for line in metadata.split("\n\n", 1)[0].splitlines() if ": " in line]
+    assert ["Version", nf4kernel.__version__] in fields
+    assert ["License-Expression", "Apache-2.0"] in fields and ["License-File", "LICENSE"] in fields
+    assert DIST_INFO + "licenses/LICENSE" in wheel.namelist()
+    runtime = sorted(value for key, value in fields if key == "Requires-Dist" and "extra ==" not in value)
+    assert runtime == ["numpy>=2", "torch>=2.11", "triton>=3.6"]
+    assert any(key == "Classifier" and value == "Typing :: Typed" for key, value in fields)
+    assert any(key == "Project-URL" and value.startswith("Changelog, ") for key, value in fields)
 
 
 # In a child Python: hide every installed distribution that is not declared (the import fails as in
@@ -80,7 +97,7 @@ def test_the_kernel_imports_with_only_what_the_wheel_declares(wheel):
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
-    metadata = wheel.read("nf4kernel-0.1.0.dist-info/METADATA").decode()
+    metadata = wheel.read(DIST_INFO + "METADATA").decode()
     wanted = [line.split(":", 1)[1] for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
     declared = {"nf4kernel"}
     while wanted:  # the closure of what the wheel declares, read from the installed metadata

@@ -424,7 +424,7 @@ NOT_RUN_IN_CI = {
     "pip install -r requirements/dev.txt": Why(ELSEWHERE, f"{CI_RUN}: the README's environment, in a fresh clone"),
     "python -m venv .venv": Why(ELSEWHERE, f"{CI_RUN}: the README's environment, in a fresh clone"),
     "pip install .": Why(PACKAGES, "tests/test_packaging.py builds the wheel it installs, and checks what it declares"),
-    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": Why(PACKAGES, "torch's CPU build"),
+    "pip install torch --index-url https://download.pytorch.org/whl/cpu": Why(PACKAGES, "torch's CPU build"),
     "pip install bitsandbytes==0.50.2": Why(PACKAGES, "requirements/runtime.txt pins the same; the tests install it"),
     "pip install -r requirements/ci-tools.txt": Why(PACKAGES, "nox -s tests installs the same file in its environment"),
     "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130": Why(
@@ -450,6 +450,13 @@ NOT_RUN_IN_CI = {
     "python -m pytest -n 8 tests": Why(TOO_LONG, "the whole suite, 8 minutes on 2 cores: nox -s tests runs it in CI"),
     "nox -s lint": Why(ELSEWHERE, f"{CI_YML}: the lint job (tests/harness/test_act_ci.py runs that job under act)"),
     "nox -s pins": Why(ELSEWHERE, f"{CI_YML}: the lint job; it reads the package index's pages"),
+    "nox -s kernel_tests": Why(ELSEWHERE, f"{CI_RUN}: the oldest pair and the newest this machine reaches"),
+    "python tools/release/support_table.py --write": Why(
+        ELSEWHERE, "tests/harness/test_version_legs.py: the README's table must be what it writes (it rewrites README)"
+    ),
+    "nox -s kernel_tests -- torch==X triton==Y --record FILE": Why(
+        PATTERN, f"any pair: {CI_RUN} runs two (tests/harness/test_version_legs.py checks them), {CI_YML} two more"
+    ),
     "nox -s bench": Why(
         ELSEWHERE,
         "tests/harness/test_asv_pipeline.py: harness.history.bench's CPU suite, stored and published, in clones",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import urllib.error
@@ -127,3 +128,88 @@ def test_the_gpu_runners_set_resolves_for_its_python(tmp_path):
     resolved = resolve(tmp_path, *target, "-r", "requirements/gpu-runner.txt")
     assert resolved["torch"] == pin("gpu-runner.txt", "torch") and resolved["triton"] == pin("gpu-runner.txt", "triton")
     assert "nvidia-cuda-runtime" in resolved  # PyPI's torch 2.11 is the CUDA build, as on the image
+
+
+# --- The built wheel beside the torch a user already has ------------------------------------------------
+
+# torch 2.14.1's CUDA build pins triton~=3.8.0 (its metadata): the pair a user on 2.14.1 has.
+TORCH_2_14_1 = ("2.14.1", "3.8.0")
+
+
+def newest_on_pypi(project: str) -> str:
+    """The newest release PyPI serves (pip's own answer, with no configuration: no local cap)."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    command = [sys.executable, "-m", "pip", "index", "versions", project, "--isolated", "--disable-pip-version-check"]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    found = re.search(rf"^{project} \(([^)]+)\)", done.stdout, re.MULTILINE)
+    assert found, done.stdout + done.stderr
+    return found.group(1)
+
+
+def fake_installed(site: Path, name: str, version: str, requires: tuple[str, ...] = ()) -> None:
+    """A distribution's metadata alone, as pip reads an installed one: enough to stand for a user's
+    torch (a few GB) in a dry run, which reads metadata and installs nothing."""
+    info = site / f"{name}-{version}.dist-info"
+    info.mkdir(parents=True)
+    lines = [
+        "Metadata-Version: 2.1",
+        f"Name: {name}",
+        f"Version: {version}",
+        *(f"Requires-Dist: {r}" for r in requires),
+    ]
+    (info / "METADATA").write_text("\n".join(lines) + "\n")
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text("")
+
+
+@pytest.fixture(scope="module")
+def built_wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        (source / name).write_bytes((ROOT / name).read_bytes())
+    shutil.copytree(ROOT / "nf4kernel", source / "nf4kernel", ignore=shutil.ignore_patterns("__pycache__"))
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-build-isolation",
+        "-q",
+        "-w",
+        str(out),
+        str(source),
+    ]
+    subprocess.run(command, check=True, capture_output=True, text=True, timeout=300)
+    (wheel,) = out.glob("nf4kernel-*.whl")
+    return wheel
+
+
+@needs_index
+@pytest.mark.parametrize("which", ["2.14.1", "newest"])
+def test_the_wheel_installs_beside_a_users_torch_without_changing_it(which, built_wheel, tmp_path):
+    """A venv holding torch X (and the Triton its CUDA build pins, and numpy): pip's dry run of
+    installing the wheel there, with pip's defaults, installs nf4kernel and nothing else. A cap below
+    X (the old torch<2.14) would have pip replace the user's torch, and this would list it."""
+    if which == "newest":
+        torch_version, triton_version = newest_on_pypi("torch"), newest_on_pypi("triton")
+    else:
+        torch_version, triton_version = TORCH_2_14_1
+    venv = tmp_path / "user"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(next((venv / "lib").glob("python3.*")) / "site-packages")
+    fake_installed(site, "torch", torch_version, (f"triton=={triton_version}",))
+    fake_installed(site, "triton", triton_version)
+    fake_installed(site, "numpy", pin("runtime.txt", "numpy"))
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PIP_")}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "--isolated"]
+    command += ["--dry-run", "--quiet", "--disable-pip-version-check", "--report", str(report), str(built_wheel)]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    installs = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads(report.read_text())["install"]}
+    print(f"beside torch {torch_version} + Triton {triton_version}: pip would install {installs}")
+    assert list(installs) == ["nf4kernel"], installs
