@@ -19,6 +19,7 @@ import sys
 
 import yaml
 
+from harness.core.command_output import plain_streams
 from harness.core.paths import ROOT
 from harness.github import act
 
@@ -75,6 +76,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def main(argv: list[str]) -> int:
+    plain_streams()  # a job name that is no UTF-8 is quoted back, not a UnicodeEncodeError
     parser = _Parser(prog="python -m harness.github.act_ci", description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
     jobs = parser.parse_args(argv).jobs or ["lint", "tests"]

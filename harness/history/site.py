@@ -31,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from harness.core.command_output import plain_streams
 from harness.history.site_server import serve
 from harness.history.site_vendored import vendor
 
@@ -148,6 +149,7 @@ def readable_config(config: str) -> str:
 
 
 def main(argv=None) -> int:
+    plain_streams()  # a --config that is no UTF-8 is quoted back, not a UnicodeEncodeError
     parser = Parser(prog="python -m harness.history.site", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")

@@ -522,6 +522,7 @@ SITE_ARGUMENTS = st.tuples(
 @example(argv=["preview", "--port", "1e400"])
 @example(argv=["preview", "--config", "."])
 @example(argv=["publish", "--config", "README.md"])
+@example(argv=["preview", "--config", "\udcff"])
 def test_the_site_given_any_arguments_answers_with_an_exit_code(nothing_served_published_or_fetched, workdir, argv):
     code, out, err = run(nothing_served_published_or_fetched.main, argv)
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
@@ -565,6 +566,7 @@ def no_job_run(monkeypatch):
 @FEW
 @given(argv=st.lists(ARGUMENT | st.sampled_from(["lint", "tests", "harness", "--help", "-h"]), max_size=3))
 @example(argv=["--help"])
+@example(argv=["\udcff"])
 def test_act_ci_given_any_arguments_answers_with_an_exit_code(no_job_run, argv):
     code, out, err = run(no_job_run.main, argv)
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
