@@ -29,7 +29,8 @@ never the ones a record says it was measured with.
 Exit 0: nothing slower (or ``--device cpu``/``--measure-only``: no verdict asked). Exit 1: something
 got slower (named in the table and on the last lines). Exit 2: bad arguments (BASE or HEAD with no
 nf4kernel package, a --record or --summary with no folder to go in), or a record that breaks its
-schema (``records.py``) or can't support a verdict (it fails closed), said in one line. Exit 3: a
+schema (``records.py``) or can't support a verdict (a pass of fewer than two rounds, which carries no
+round-to-round noise; suspects never re-measured: it fails closed), said in one line. Exit 3: a
 kernel's output differs from bitsandbytes'. Exit 4: no CUDA GPU here.
 """
 
@@ -119,7 +120,7 @@ def replay(path: str, args) -> int:
         verdict = regression_rule.decide(record, args.min_change, args.min_group_change)
     except records.RecordError as error:
         return no_verdict(str(error))
-    except ValueError as error:  # a record that can't support a verdict: suspects never re-measured
+    except ValueError as error:  # can't support a verdict: a pass of one round, suspects never re-measured
         return no_verdict(f"--replay {path}: {error}")
     return report(record, verdict, args.summary)
 
