@@ -7,10 +7,8 @@ alone on the branch (made anew from HEAD), pushes it (force: the branch is the j
 a pull request to the default branch, unless one from that branch is open already. Where the
 repository doesn't let workflows open pull requests (configure-github.sh leaves "Allow GitHub Actions
 to create and approve pull requests" off, and a pull request opened with the workflow's own token
-would start no CI), give the job a token that may (secret FLEET_PR_TOKEN: a GitHub App's or a
-fine-grained token with contents and pull requests write on this repository); without one, the
-refusal is answered with an issue that links the pushed branch, so a maintainer opens the pull
-request. Exit 1 when neither could be opened.
+would start no CI), the refusal is answered with an issue that links the pushed branch, so a
+maintainer opens the pull request. Exit 1 when neither could be opened.
 
 Environment: GH_TOKEN (the token), GITHUB_REPOSITORY (owner/name), GITHUB_API_URL (default
 https://api.github.com: a stand-in in the tests), PROPOSE_BASE (default main).
