@@ -408,8 +408,9 @@ def _leg_record(python: str, report: Path | None, code: int) -> dict:
 
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
 def release_smoke(session: nox.Session) -> None:
-    """Each built distribution in a fresh venv of its own, then the public API's smoke test from outside
-    the checkout: ``nox -s release_smoke -- dist/*`` (the release workflow's check before publishing).
+    """Each built distribution in a fresh venv, then the API's smoke test: ``nox -s release_smoke -- dist/*``.
+
+    The release workflow's check before publishing; the smoke test runs from outside the checkout.
 
     Each venv gets torch's CPU build first where there is no NVIDIA GPU (as ``tests`` does, with the
     same NF4KERNEL_TORCH way out), then the distribution and bitsandbytes, runtime.txt's pins as

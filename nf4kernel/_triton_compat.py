@@ -64,12 +64,12 @@ if UNSEEN:  # read at the first use of the kernel (the package loads this module
 HANDLES = {
     "plain_tensors": (
         "torch._C.DisableTorchFunctionSubclass",
-        "torch 2.11 (CUDA), 2.13 (CPU)",
+        "torch 2.11 (CUDA); 2.11, 2.13, 2.14, 2.15 (CPU)",
         "the key's reads go through a Params4bit's __torch_function__ (a microsecond or two more)",
     ),
     "tensor_guards": (
         "torch._C._dynamo.guards.TensorGuards",
-        "torch 2.11 (CUDA), 2.13 (CPU)",
+        "torch 2.11 (CUDA); 2.11, 2.13, 2.14, 2.15 (CPU)",
         "every planned call reads the whole key (launch_cache.key_of) instead of the quick one",
     ),
     "empty_strided_cuda": (

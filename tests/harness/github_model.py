@@ -56,11 +56,15 @@ def triggers(workflow: dict, event: str, payload: dict) -> bool:
     if types and payload.get("action") not in types:
         return False
     branches = config.get("branches")
+    if event == "push" and ("tags" in config or branches):
+        # GitHub: with a `tags` filter and no `branches`, a branch push starts nothing, and the other
+        # way round (release.yml runs on a version tag only).
+        ref = payload["ref"]
+        kind, name = ("tags", ref.removeprefix("refs/tags/")) if ref.startswith("refs/tags/") else ("branches", ref)
+        name = name.removeprefix("refs/heads/")
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in config.get(kind) or ())
     if branches:
-        if event == "push":
-            branch = payload["ref"].removeprefix("refs/heads/")
-        else:
-            branch = payload["pull_request"]["base"]["ref"]
+        branch = payload["pull_request"]["base"]["ref"]
         return any(fnmatch.fnmatchcase(branch, pattern) for pattern in branches)
     return True
 
@@ -123,7 +127,7 @@ def stub(workflow: dict, file_name: str, outputs: dict | None = None) -> dict:
                     "MARK_FILE": file_name,
                     "MARK_JOB": job_id,
                     "MARK_SHA": checkout_ref(job),
-                    "MARK_MATRIX": "${{ matrix.python }}${{ matrix.gpu }}",
+                    "MARK_MATRIX": "${{ matrix.python }}${{ matrix.gpu }}${{ matrix.torch }}",
                 },
             }
         ]

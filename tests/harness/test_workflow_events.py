@@ -119,9 +119,11 @@ def hosted(ran):
     return sorted({(r.workflow, r.job, r.matrix) for r in ran if not r.gpu})
 
 
-CI_JOBS = [("ci.yml", "harness", ""), ("ci.yml", "lint", "")] + [
-    ("ci.yml", "tests", v) for v in ("3.11", "3.12", "3.13")
-]
+CI_JOBS = sorted(
+    [("ci.yml", "harness", ""), ("ci.yml", "lint", "")]
+    + [("ci.yml", "tests", v) for v in ("3.11", "3.12", "3.13")]
+    + [("ci.yml", "kernel-versions", torch) for torch in ("2.11.0", "2.15.0")]  # the oldest and newest pair
+)
 GPU_JOBS = {"gpu-tests", "gate", "regression"}
 
 
