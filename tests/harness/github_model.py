@@ -3,7 +3,7 @@
 For one repository activity (a PR opened, labelled, commented on, a push...), GitHub (1) emits one or
 more events, (2) reads the workflow files of a given commit for each (the PR's merge commit for
 `pull_request`, the default branch for `pull_request_target` and `issue_comment`), (3) starts the
-workflows whose `on:` matches the event with its `types:` and `branches:`, (4) evaluates each job's
+workflows whose `on:` matches the event with its `types:`, `branches:`, `tags:` and `paths:`, (4) evaluates each job's
 `if:` and `needs:`, and (5) hands each job to a runner whose group admits that workflow at that ref.
 act does (4), and runs the jobs; it does not do (3) (it ignores `types:` and `branches:`) nor (5), so
 this module does those as GitHub documents them, and replaces every job's steps by one marker step
@@ -55,6 +55,8 @@ def triggers(workflow: dict, event: str, payload: dict) -> bool:
     types = set(config.get("types", DEFAULT_TYPES.get(event, ())))
     if types and payload.get("action") not in types:
         return False
+    if event == "push" and "paths" in config and not touches(payload, config["paths"]):
+        return False
     branches = config.get("branches")
     if event == "push" and ("tags" in config or branches):
         # GitHub: with a `tags` filter and no `branches`, a branch push starts nothing, and the other
@@ -67,6 +69,19 @@ def triggers(workflow: dict, event: str, payload: dict) -> bool:
         branch = payload["pull_request"]["base"]["ref"]
         return any(fnmatch.fnmatchcase(branch, pattern) for pattern in branches)
     return True
+
+
+def touches(payload: dict, patterns: list[str]) -> bool:
+    """GitHub's `paths:` on a push: whether a file the push changed matches a pattern (``**`` any
+    depth). The files are the push's commits' added, modified and removed ones, as its payload lists
+    them; a payload that lists none changed none of them."""
+    changed = {
+        path
+        for commit in payload.get("commits") or ()
+        for kind in ("added", "modified", "removed")
+        for path in commit.get(kind) or ()
+    }
+    return any(fnmatch.fnmatchcase(path, pattern.replace("**", "*")) for path in changed for pattern in patterns)
 
 
 def workflow_ref(event: str, payload: dict) -> str:

@@ -194,6 +194,16 @@ def test_a_fork_pr_that_edits_the_workflows_gets_no_gpu_job_from_its_edits(tmp_p
     assert on_gpu(ran) == {}
 
 
+def test_a_push_that_changes_the_runner_image_builds_it_on_a_hosted_runner(tmp_path, main_sha):
+    """fleet.yml's `paths:`: a push to main touching deploy/runner-image builds the image, hosted."""
+    repo, base = main_sha
+    payload = {"ref": "refs/heads/main", "after": base, "repository": {"full_name": REPO, "default_branch": "main"}}
+    payload["commits"] = [{"modified": ["deploy/runner-image/Dockerfile"]}]
+    ran = simulate(tmp_path, repo, ["push"], payload, approved={"candidate": base, "trusted": base})
+    assert ("fleet.yml", "runner-image", "") in hosted(ran)
+    assert not [key for key in on_gpu(ran) if key[0] == "fleet.yml"]
+
+
 def test_a_push_to_main_runs_the_gpu_jobs_and_the_history(tmp_path, main_sha):
     repo, base = main_sha
     payload = {"ref": "refs/heads/main", "after": base, "repository": {"full_name": REPO, "default_branch": "main"}}
