@@ -82,23 +82,33 @@ def shared_env(session: nox.Session) -> dict[str, str]:
     if session.venv_backend == "none":
         return {}
     location = Path(session.virtualenv.location).parent / SHARED_ENV
-    python, stamp = location / "bin" / "python", location / "nf4kernel-fingerprint"
     cuda = has_nvidia_gpu()
-    fingerprint = _shared_fingerprint(cuda)
-    if not (stamp.is_file() and stamp.read_text() == fingerprint and python.is_file()):
-        session.log(f"building the shared environment {location} ({'CUDA' if cuda else 'CPU'} torch)")
-        session.run(sys.executable, "-m", "venv", "--clear", str(location), external=True)
-        pip = (str(python), "-m", "pip", "install", "--disable-pip-version-check")
+
+    def install(pip: tuple[str, ...]) -> None:
         if not cuda:  # torch alone, its CPU build; its dependencies come from PyPI below
             install_cpu_torch(session, pip, pin_of(TORCH_CPU_REQUIREMENTS, "torch"), pinned=True)
         session.run(*pip, *(arg for file in SHARED_REQUIREMENTS for arg in ("-r", file)), external=True)
         session.run(*pip, "--no-deps", "-e", ".", external=True)
-        stamp.write_text(fingerprint)
+
+    what = f"the shared environment {location} ({'CUDA' if cuda else 'CPU'} torch)"
+    python = stamped_env(session, location, _shared_fingerprint(cuda), what, install)
     own, shared = (_site_packages(session, p) for p in ("python", str(python)))
     # addsitedir, not a bare path: the shared site-packages' own .pth files (the editable install's)
     # are read only for a site directory.
     (Path(own) / "nf4kernel-shared.pth").write_text(f"import site; site.addsitedir({shared!r})\n")
     return {"PATH": os.pathsep.join([str(location / "bin"), os.environ.get("PATH", "")])}
+
+
+def stamped_env(session: nox.Session, location: Path, fingerprint: str, what: str, install) -> Path:
+    """The venv at ``location``, built anew by ``install(pip)`` unless its stamp says it was built from
+    ``fingerprint`` (an unchanged one is reused as it is); its python."""
+    python, stamp = location / "bin" / "python", location / "nf4kernel-fingerprint"
+    if not (stamp.is_file() and stamp.read_text() == fingerprint and python.is_file()):
+        session.log(f"building {what}")
+        session.run(sys.executable, "-m", "venv", "--clear", str(location), external=True)
+        install((str(python), "-m", "pip", "install", "--disable-pip-version-check"))
+        stamp.write_text(fingerprint)
+    return python
 
 
 def pin_of(requirements: str, name: str) -> str:
@@ -352,19 +362,17 @@ def kernel_tests(session: nox.Session) -> None:
         record, rest = Path(rest[at + 1]).resolve(), rest[:at] + rest[at + 2 :]
     cuda = has_nvidia_gpu()
     location = Path(session.virtualenv.location).parent / f"kernel-torch{versions['torch']}-triton{versions['triton']}"
-    python, stamp = location / "bin" / "python", location / "nf4kernel-fingerprint"
     # Rebuilt when what it is built from changes: the interpreter, the torch build and its source, the pins.
-    what = f"{sys.version} {cuda} {os.environ.get(TORCH_OVERRIDE, '')} {Path(KERNEL_TESTS_REQUIREMENTS).read_text()}"
-    fingerprint = hashlib.sha256(what.encode()).hexdigest()
-    if not (stamp.is_file() and stamp.read_text() == fingerprint and python.is_file()):
-        session.log(f"building {location}")
-        session.run(sys.executable, "-m", "venv", "--clear", str(location), external=True)
-        pip = (str(python), "-m", "pip", "install", "--disable-pip-version-check")
+    pins = Path(KERNEL_TESTS_REQUIREMENTS).read_text()
+    built_from = f"{sys.version} {cuda} {os.environ.get(TORCH_OVERRIDE, '')} {pins}"
+
+    def install(pip: tuple[str, ...]) -> None:
         if not cuda:
             install_cpu_torch(session, pip, versions["torch"], pinned=False)
         wanted = [f"torch=={versions['torch']}", f"triton=={versions['triton']}", "-r", KERNEL_TESTS_REQUIREMENTS]
         session.run(*pip, *wanted, external=True)
-        stamp.write_text(fingerprint)
+
+    python = stamped_env(session, location, hashlib.sha256(built_from.encode()).hexdigest(), str(location), install)
     report = location / "junit.xml"
     command = [str(python), "-m", "pytest", "-n", "auto", "-p", "no:cacheprovider", f"--junitxml={report}"]
     command += rest or KERNEL_TESTS
