@@ -90,7 +90,7 @@ class Unavailable(RuntimeError):
 # Where this kernel keeps a limit per user namespace, which --disable-userns lowers inside (gVisor has none).
 USERNS_LIMIT = "/proc/sys/user/max_user_namespaces"
 # Run inside by why_not: exit 0 only if a nested user namespace is refused.
-NESTED_PROBE = "import ctypes, sys; sys.exit(3 if ctypes.CDLL(None).unshare(0x10000000) == 0 else 0)"
+NESTED_PROBE = f"import ctypes, sys; sys.exit(3 if ctypes.CDLL(None).unshare({seccomp.CLONE_NEWUSER}) == 0 else 0)"
 
 
 def namespaces() -> list[str]:
@@ -104,6 +104,11 @@ def namespaces() -> list[str]:
 def filter_arguments(fd: int | None) -> list[str]:
     """``--seccomp FD`` for the filter in ``fd`` (``seccomp.memfd``), none without one."""
     return [] if fd is None else ["--seccomp", str(fd)]
+
+
+def passed(fd: int | None) -> tuple[int, ...]:
+    """What a bubblewrap started with ``filter_arguments(fd)`` must be handed (``pass_fds``)."""
+    return () if fd is None else (fd,)
 
 
 @contextlib.contextmanager
@@ -123,14 +128,9 @@ def why_not() -> str | None:
     if binary is None:
         return f"{BWRAP} (Debian's bubblewrap) is not on the PATH"
     try:
-        shown = []
-        for path in python_paths(sys.executable, []):
-            shown += ["--ro-bind", path, path]
         with filter_fd() as fd:
-            line = [binary, *namespaces(), *filter_arguments(fd), *system_view(), *shown]
-            line += ["--dev", "/dev", "--proc", "/proc", "--", sys.executable, "-c", NESTED_PROBE]
-            passed = () if fd is None else (fd,)
-            done = subprocess.run(line, capture_output=True, text=True, timeout=30, pass_fds=passed)
+            line, env = command([sys.executable, "-c", NESTED_PROBE], seccomp_fd=fd)
+            done = subprocess.run(line, env=env, capture_output=True, text=True, timeout=30, pass_fds=passed(fd))
     except (OSError, subprocess.TimeoutExpired, Unavailable) as error:
         return f"{binary} could not be run: {error}"
     if done.returncode == 3:
@@ -188,7 +188,7 @@ def check_shown(paths: list[str], env: dict) -> None:
     for path in paths:
         inside = path.rstrip(os.sep) + os.sep
         for place in private:
-            if place == path or place.startswith(inside) or path == "/":
+            if place == path or place.startswith(inside):
                 raise Unavailable(f"the sandbox would show {path}, which holds {place}: name a folder inside it")
 
 
@@ -285,7 +285,7 @@ def _run(argv, timeout, stdout, stderr, fd, view) -> subprocess.CompletedProcess
             stderr=to_log if stderr is None else stderr,
             text=True,
             start_new_session=True,
-            pass_fds=() if fd is None else (fd,),
+            pass_fds=passed(fd),
         )
         try:
             out, err = process.communicate(timeout=timeout)
