@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +78,15 @@ def rows(root: Path, commit: str) -> dict[str, dict]:
 
 def started(root: Path, commit: str) -> dict[str, int]:
     return {name: row["started_at"] for name, row in rows(root, commit).items()}
+
+
+def results_branch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """``python -m harness.history.results_branch ARGS`` from the repository's root, its output kept."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness.history.results_branch", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )

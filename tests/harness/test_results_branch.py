@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,15 +26,7 @@ def git(*args: str, cwd: Path) -> str:
     return done.stdout.strip()
 
 
-def command(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.history.results_branch", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-    )
+command = rf.results_branch
 
 
 def store(source: Path, url: Path, *extra: str) -> subprocess.CompletedProcess:

@@ -184,14 +184,7 @@ def test_a_machine_folder_naming_another_machine_is_left_out(tmp_path, origin):
     assert any(line.startswith("results-branch: a-new-gpu: left out") for line in done.stdout.splitlines())
 
 
-def command(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "harness.history.results_branch", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+command = rf.results_branch
 
 
 @pytest.mark.parametrize(
