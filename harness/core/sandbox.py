@@ -267,6 +267,32 @@ def run(
         return _run(argv, timeout, stdout, stderr, fd, view)
 
 
+@contextlib.contextmanager
+def started(argv: list[str], *, pass_fds: tuple[int, ...] = (), **view):
+    """``argv`` sandboxed as ``run`` does, not waited for: the Popen, for the length of the block,
+    handed ``pass_fds`` besides the filter's (the clock's socket and channel). Its output goes to
+    this process's stdout behind ``::stop-commands::`` until the block ends; then it is killed
+    with everything it started, if it is still running."""
+    with filter_fd() as fd:
+        line, env = command(argv, seccomp_fd=fd, **view)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        to_log = _fileno(sys.stdout)
+        nonce = secrets.token_hex(16)
+        os.write(to_log, f"::stop-commands::{nonce}\n".encode())
+        process = subprocess.Popen(
+            line, env=env, stdout=to_log, stderr=to_log, start_new_session=True, pass_fds=(*passed(fd), *pass_fds)
+        )
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, 9)
+            process.wait()
+            os.write(to_log, f"::{nonce}::\n".encode())
+
+
 def _run(argv, timeout, stdout, stderr, fd, view) -> subprocess.CompletedProcess:
     line, env = command(argv, seccomp_fd=fd, **view)
     to_log = None

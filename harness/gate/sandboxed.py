@@ -1,93 +1,123 @@
-"""The gate's measurement of another tree's kernel, sandboxed: this process (the trusted harness,
-which never imports the kernel under test) stages the kernel, runs ``python -P -m harness.gate
---measure-only --staged DIR COMMIT --json -`` in bubblewrap's sandbox (``sandbox.py``), reads the
-record from the child's stdout (a pipe: the child's log and table go to stderr, into the job's log),
-and checks it before anything decides on it:
+"""The gate's measurement of another tree's kernel, by the trusted clock (``harness/clock``): this
+process never imports torch, a kernel or Unsloth; it stages the kernel, starts
 
-* it is a gate record (``records.check_gate``: types, finite positive times, counts that agree);
-* it measured the kernel staged here: its commit is the staged commit, imported from the staged
-  folder;
-* it is of this harness version;
-* the times it reports fit in the time the child ran: every timing it reports (nf4kernel's,
-  Unsloth's, bitsandbytes', each 1000 x (up, gate, down)) was taken while it ran, so their sum can't
-  exceed this process's clock around the child. A kernel that reported Unsloth slower than the run
-  allowed is refused; one that reports itself faster is not caught here (docs/gpu-approval.md, "What
-  a sandboxed kernel can still do").
+* the reference process (bitsandbytes, the inputs, the expected outputs, the checks; never the
+  candidate),
+* the candidate's call process in bubblewrap's sandbox (``sandbox.py``): the staged kernel and the
+  trusted tree read-only, the commit's compile cache read-write, nothing of the job's, no network,
+* Unsloth's call process, on the trusted tree alone (Unsloth's ``fast_dequantize``; it never imports
+  the candidate, so nothing the candidate does at import reaches it),
 
-The child sees the trusted tree and the staged kernel read-only, the compile cache of the kernel's
-commit read-write (``sandbox.kernel_cache``: warm from that commit's last run, no other kernel's);
-nothing of the job's (``$RUNNER_TEMP``, the workspace, ``$GITHUB_ENV``) and no network.
+checks the candidate's outputs on the exactness matrix and every Challenge A weight, then times
+interleaved rounds of Challenge A batches (1000 x (up, gate, down) per MLP, every call
+synchronized), each batch go-to-done on its own clock, and writes the record. The candidate's
+process writes no record and times nothing: what it prints is log.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
+import contextlib
 import sys
-import time
+import tempfile
 
-from harness.core import kernel_source, records, sandbox
+from harness.clock import judge, processes
+from harness.core import gpu_state, kernel_source, records, sandbox, workload
 from harness.core.paths import ROOT
+from harness.gate import measurement
 
-TIMEOUT_S = 1500  # the gate's rounds, the classic path's process and Unsloth's import, with room
+BASELINE = "unsloth"
 
 
 def measure(args) -> dict:
-    """The checked record of ``args.kernel`` measured in the sandbox; ValueError (exit 2) where there
-    is no sandbox here or the child's answer is no record of that kernel."""
+    """The record of ``args.kernel`` measured by the clock; ValueError (exit 2) where there is no
+    sandbox here or a process could not be set up."""
     why = sandbox.why_not()
     if why:
         raise ValueError(
             f"--kernel measures in a sandbox, and there is none here: {why} (--no-sandbox measures without)"
         )
-    with kernel_source.staged(args.kernel) as kernel:
-        child = [sys.executable, "-P", "-m", "harness.gate", "--measure-only", "--json", "-"]
-        child += ["--staged", str(kernel.path), kernel.commit, "--rounds", str(args.rounds)]
-        child += ["--max-rounds", str(args.max_rounds), "--threshold", repr(args.threshold)]
-        child += ["--no-classic"] if args.no_classic else []
+    with kernel_source.staged(args.kernel) as kernel, contextlib.ExitStack() as stack:
         cache = sandbox.kernel_cache(kernel.commit)
-        env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache)}
-        print(f"[gate] measuring {kernel.describe()} in bubblewrap's sandbox", flush=True)
-        started = time.perf_counter()
-        try:
-            done = sandbox.run(child, timeout=TIMEOUT_S, read=[kernel.path, ROOT], write=[cache], env=env)
-        except subprocess.TimeoutExpired:
-            raise ValueError(f"the sandboxed measurement ran past {TIMEOUT_S} s and was ended") from None
-        wall = time.perf_counter() - started
-        return checked(done, kernel, args.kernel, wall)
+        inside = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache)}
 
+        def candidate(argv, fds):
+            view = {"read": [kernel.path, ROOT], "write": [cache], "env": inside}
+            return stack.enter_context(sandbox.started(argv, pass_fds=fds, **view))
 
-def checked(done: subprocess.CompletedProcess, kernel: kernel_source.Staged, source: str, wall: float) -> dict:
-    """The child's record, checked (module docstring); ValueError naming what is wrong."""
-    name = "the sandboxed measurement's record"
-    lines = [line for line in (done.stdout or "").splitlines() if line.strip()]
-    if not lines:
-        raise ValueError(f"the sandboxed measurement wrote no record (exit {done.returncode})")
-    if len(lines) > 1:
-        raise ValueError(f"the sandboxed measurement wrote {len(lines)} lines on its record pipe, not one record")
-    try:
-        record = json.loads(lines[0])
-    except ValueError:
-        raise ValueError(f"{name} is not JSON: {lines[0][:120]!r}") from None
-    records.check_gate(record, name)
-    if record.get("mode") is not None:
-        raise records.RecordError(name, "mode", "an A/A record, not the gate's")
-    found = record.get("kernel") or {}
-    if found.get("commit") != kernel.commit:
-        raise records.RecordError(name, "kernel.commit", f"{found.get('commit')!r}, not the staged {kernel.commit}")
-    imported = found.get("imported_from")
-    if record["environment"].get("cuda") and not (imported or "").startswith(str(kernel.path) + os.sep):
-        raise records.RecordError(name, "kernel.imported_from", f"{imported!r}, not the staged {kernel.path}")
-    if record.get("harness_version") != records.HARNESS_VERSION:
-        raise records.RecordError(
-            name, "harness_version", f"{record.get('harness_version')!r}, not {records.HARNESS_VERSION}"
-        )
-    reported = sum(sum(timings) for rounds in (record.get("seconds") or {}).values() for timings in rounds)
-    if reported > wall:
-        raise records.RecordError(
-            name, "seconds", f"{reported:.1f} s of timings in a run of {wall:.1f} s: more than it could have timed"
-        )
-    record["kernel"].update(source=source, staged=str(kernel.path))
-    record["sandbox"] = {"tool": "bubblewrap", "wall_s": round(wall, 3), "reported_s": round(reported, 3)}
+        trusted = judge.trusted_env({"PYTHONPATH": str(ROOT)})
+        unsloth_home = stack.enter_context(tempfile.TemporaryDirectory(prefix="nf4kernel-unsloth-"))
+        launchers = {"nf4kernel": ("nf4kernel", candidate), BASELINE: (BASELINE, processes.plain(trusted, cwd=unsloth_home))}
+        setup = {"device": "cuda", "challenge": [list(mlp) for mlp in workload.CHALLENGE_A], "matrix": True}
+        measurement.log(f"measuring {kernel.describe()}: the candidate in bubblewrap's sandbox, timed by the trusted clock")
+        with judge.session(launchers, setup, trusted) as (session, ready, facts):
+            record = start_record(args, kernel, facts, ready)
+            if session is not None:
+                measure_in(session, record, args)
     return record
+
+
+def start_record(args, kernel: kernel_source.Staged, facts: dict, ready: dict) -> dict:
+    env = {"cuda": True, "device": facts.get("name", "?"), "copy_bytes_per_s": facts["copy_bytes_per_s"]}
+    env.update({k: facts.get(k) for k in ("torch", "triton", "bitsandbytes")}, versions=gpu_state.versions())
+    baseline = ready.get(BASELINE, {})
+    env["unsloth"] = baseline.get("version") if not baseline.get("error") else None
+    if baseline.get("error"):
+        env["unsloth_error"] = baseline["error"]
+    candidate = ready.get("nf4kernel", {})
+    record = {
+        "command": " ".join(["python -m harness.gate", *sys.argv[1:]]),
+        "environment": env,
+        "kernel": {"source": args.kernel, "commit": kernel.commit, "staged": str(kernel.path)},
+        "rounds": args.rounds,
+        "rounds_first": args.rounds,
+        "max_rounds": max(args.rounds, args.max_rounds),
+        "harness_version": records.HARNESS_VERSION,
+        "clock": {"l2_bytes": facts.get("l2_bytes"), "probe_s": facts.get("probe_s")},
+    }
+    if candidate.get("imported_from"):
+        record["kernel"]["imported_from"] = candidate["imported_from"]
+    if candidate.get("error") and env["unsloth"]:
+        record["correctness"] = [judge.failed("-", "-", f"the candidate's process: {candidate['error']}").entry]
+    return record
+
+
+def measure_in(session: judge.Session, record: dict, args) -> None:
+    """Exactness, then timed rounds until decided; a failure anywhere becomes the record's failed check."""
+    manifest = session.manifest
+    record["calls_per_timing"] = session.repeats
+    record["shapes"] = judge.sizes(manifest)
+    record["clock"].update(copies=manifest["copies"], slots=[g["count"] for g in manifest["groups"]])
+    measurement.log(f"exactness: {len(manifest['weights'])} weights, checked by the reference process")
+    record["correctness"] = session.exactness("nf4kernel")
+    if not all(c["ok"] for c in record["correctness"]):
+        return
+    names = ["nf4kernel", BASELINE]
+    device = session.facts.get("nvml", 0)
+
+    def add_rounds(count: int) -> None:
+        seconds = record.setdefault("seconds", {name: [] for name in names})
+        states = record.setdefault("round_states", [])
+        for _ in range(count):
+            index = len(states)
+            before = gpu_state.snapshot(device)
+            order = names if index % 2 == 0 else names[::-1]
+            times = {name: [session.challenge(name, group) for group in session.groups()] for name in order}
+            after = gpu_state.snapshot(device)
+            throttled = sorted(set(gpu_state.is_throttled(before)) | set(gpu_state.is_throttled(after)))
+            states.append({"state_before": before, "state_after": after, "throttled": throttled})
+            for name in names:
+                seconds[name].append(times[name])
+            measurement.log(f"round {index + 1}: " + ", ".join(f"{n} {sum(times[n]):.3f} s" for n in names))
+
+    try:
+        measurement.time_until_decided(record, add_rounds, args.threshold)
+    except judge.Failed as failure:
+        record["correctness"].append(failure.entry)
+        for key in ("seconds", "round_states"):
+            record.pop(key, None)
+        record["rounds"] = record["rounds_first"]
+    record["clock"].update(session.stats)
+    measurement.log(
+        f"{session.stats['calls']} calls timed, {session.stats['checks']} outputs checked; the closest call to its "
+        f"physical floor took {session.stats['closest_to_physics'] or 0:.2f}x it"
+    )

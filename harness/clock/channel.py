@@ -1,0 +1,111 @@
+"""The clock's line to a worker: two 64-bit words in a shared ``memfd``, one written by each side.
+
+The clock writes a command word (a sequence number, an operation, two operands), the worker
+carries it out and writes the answer word (the same sequence number, a value). Both sides spin on
+the other's word: a call's go-to-done costs about a microsecond of the clock's time, not a socket's
+wake-up, so what the clock times is the call. Each word is written with one aligned 8-byte store,
+which a reader sees whole.
+
+Waiting spins tightly for a while (a call), then yields the core (a batch of another worker), then
+sleeps: a worker waiting between batches leaves the cores to the one being timed.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import time
+from collections.abc import Callable
+
+SIZE = 16
+TIGHT = 20_000  # spins before yielding: about a millisecond
+YIELDING_S = 0.1  # then yield the core for this long, then sleep between looks
+SLEEP_S = 0.0002
+
+# Operations (the command word's byte 3).
+CALL = 1  # a = weight, b = slot: dequantize weight a into slot b
+CHECK = 2  # reference: is slot b exactly weight a's output? 1 yes, 2 no
+POISON = 3  # reference: fill every output slot with 0xFF (NaN in every float dtype)
+PROBE = 4  # reference: time its fixed device copy; the answer is microseconds
+STOP = 5
+
+YES, NO = 1, 2
+
+
+class Gone(RuntimeError):
+    """The other side died, or did not answer in time."""
+
+
+def pack(seq: int, op: int, a: int = 0, b: int = 0) -> int:
+    if not (0 <= a < 1 << 12 and 0 <= b < 1 << 12):
+        raise ValueError(f"operands {a}, {b} do not fit 12 bits")
+    return (seq & 0xFFFFFFFF) << 32 | op << 24 | a << 12 | b
+
+
+def unpack(word: int) -> tuple[int, int, int, int]:
+    return word >> 32, word >> 24 & 0xFF, word >> 12 & 0xFFF, word & 0xFFF
+
+
+def wait(ready: Callable[[], bool], alive: Callable[[], bool] = lambda: True, timeout: float | None = None) -> None:
+    """Until ``ready()``; Gone when ``alive()`` turns false or ``timeout`` seconds pass."""
+    for _ in range(TIGHT):
+        if ready():
+            return
+    start = time.monotonic()
+    looks = 0
+    while not ready():
+        looks += 1
+        waited = time.monotonic() - start
+        if looks % 64 == 0:
+            if not alive():
+                raise Gone("the other side ended")
+            if timeout is not None and waited > timeout:
+                raise Gone(f"no answer in {timeout:.0f} s")
+        if waited < YIELDING_S:
+            os.sched_yield()
+        else:
+            time.sleep(SLEEP_S)
+
+
+class Channel:
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._memory = mmap.mmap(fd, SIZE)
+        self.words = memoryview(self._memory).cast("Q")
+        self.seq = 0
+
+    @classmethod
+    def create(cls) -> Channel:
+        fd = os.memfd_create("nf4kernel-channel")
+        os.ftruncate(fd, SIZE)
+        return cls(fd)
+
+    # --- the clock's side -------------------------------------------------------------------------
+
+    def send(self, op: int, a: int = 0, b: int = 0) -> None:
+        self.seq = (self.seq + 1) & 0xFFFFFFFF
+        self.words[0] = pack(self.seq, op, a, b)
+
+    def answered(self) -> bool:
+        return self.words[1] >> 32 == self.seq
+
+    def answer(self, alive: Callable[[], bool], timeout: float | None) -> int:
+        wait(self.answered, alive, timeout)
+        return self.words[1] & 0xFFFFFFFF
+
+    def ask(self, op: int, a: int = 0, b: int = 0, *, alive=lambda: True, timeout: float | None = None) -> int:
+        self.send(op, a, b)
+        return self.answer(alive, timeout)
+
+    # --- the worker's side ------------------------------------------------------------------------
+
+    def next(self) -> tuple[int, int, int]:
+        """The next command (op, a, b), waiting for it without end."""
+        words = self.words
+        wait(lambda: words[0] >> 32 != self.seq)
+        seq, op, a, b = unpack(words[0])
+        self.seq = seq
+        return op, a, b
+
+    def reply(self, value: int) -> None:
+        self.words[1] = (self.seq & 0xFFFFFFFF) << 32 | (value & 0xFFFFFFFF)

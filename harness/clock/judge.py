@@ -1,0 +1,212 @@
+"""The trusted clock: it never imports torch, a kernel or Unsloth. It starts the reference process
+and one call process per implementation, hands out the regions, and times batches go-to-done on its
+own clock: from the first call's command to the reference's last check of the batch's outputs.
+
+Per batch (``plan.py``): the reference poisons the slots; the call process is thawed; each call is
+timed from the command to the answer; drawn calls are checked by the reference right after they
+answer, and every slot's last output after the last call; then the process is frozen and the
+reference's probe must find the GPU quiet (work queued and left running shows there, instead of
+slowing whoever is timed next). Every call must have taken at least the time its bytes need at the
+copy bandwidth the reference measured.
+
+What fails (an output not bit for bit the reference's, a call that failed, a call faster than its
+bytes allow, a GPU left busy) ends the timing and is reported as a failed correctness check: the
+gate's verdict is then "incorrect", whatever the times.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from dataclasses import dataclass, field
+
+from harness.clock import channel as ch
+from harness.clock import inputs, messages, plan, processes
+
+CHECKS_PER_BATCH = 8
+CALL_TIMEOUT_S = 60.0
+QUIET_FACTOR, QUIET_SLACK_S, QUIET_WAIT_S = 1.5, 100e-6, 5.0
+TRUSTED_ONLY = ("GITHUB_", "ACTIONS_", "RUNNER_", "INPUT_")  # the job's; no process here needs them
+
+
+class Failed(Exception):
+    """A batch found something wrong: ``entry`` is the failed check to report."""
+
+    def __init__(self, entry: dict):
+        super().__init__(entry["check"])
+        self.entry = entry
+
+
+def failed(shape: str, weight: str, check: str) -> Failed:
+    return Failed({"shape": shape, "weight": weight, "check": check, "ok": False, "exact": False})
+
+
+def trusted_env(extra: dict | None = None) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(TRUSTED_ONLY) and "TOKEN" not in k}
+    env.pop("PYTHONPATH", None)
+    return {**env, **(extra or {})}
+
+
+@dataclass
+class Session:
+    reference: processes.Process
+    impls: dict
+    manifest: dict
+    facts: dict
+    repeats: int = 1000
+    checks: int = CHECKS_PER_BATCH
+    quiet: bool = True
+    rng: random.Random = field(default_factory=random.SystemRandom)
+    stats: dict = field(default_factory=lambda: {"calls": 0, "checks": 0, "slowest_probe_s": 0.0, "closest_to_physics": None})
+
+    def label(self, weight: int) -> str:
+        return self.manifest["weights"][weight]["label"]
+
+    def groups(self) -> list[int]:
+        """Challenge A's groups (the matrix's, if any, is the last and not timed)."""
+        return list(range(len(self.manifest["copies"])))
+
+    def run(self, name: str, batch: plan.Batch, shape: str) -> float:
+        """Seconds from the first command to the last check; Failed naming what was wrong."""
+        worker, reference = self.impls[name], self.reference
+        if reference.ask(ch.POISON) != ch.YES:
+            raise failed(shape, "-", "the reference could not poison the slots")
+        line, alive, now = worker.line, worker.alive, time.perf_counter
+        took = []
+        worker.thaw()
+        try:
+            start = now()
+            for i, (w, s) in enumerate(batch.calls):
+                began = now()
+                line.send(ch.CALL, w, s)
+                try:
+                    ch.wait(line.answered, alive, CALL_TIMEOUT_S)
+                except ch.Gone as gone:
+                    raise failed(shape, self.label(w), f"{name}'s call got no answer: {gone}") from None
+                took.append(now() - began)
+                if line.words[1] & 0xFFFFFFFF != ch.YES:
+                    raise failed(shape, self.label(w), f"{name}'s call failed in its process")
+                if i in batch.checks:
+                    self.check(name, w, s, shape)
+            for s, w in batch.final:
+                self.check(name, w, s, shape)
+            seconds = now() - start
+        finally:
+            worker.freeze()
+        self.physics(name, batch, took, shape)
+        self.stats["calls"] += len(took)
+        if self.quiet:
+            self.wait_quiet(name, shape)
+        return seconds
+
+    def check(self, name: str, weight: int, slot: int, shape: str) -> None:
+        self.stats["checks"] += 1
+        if self.reference.ask(ch.CHECK, weight, slot) != ch.YES:
+            raise failed(shape, self.label(weight), f"{name}'s output differs from bitsandbytes' (reference process)")
+
+    def physics(self, name: str, batch: plan.Batch, took: list, shape: str) -> None:
+        """No call faster than its bytes at the copy bandwidth the reference measured."""
+        bandwidth = self.facts["copy_bytes_per_s"]
+        weights = self.manifest["weights"]
+        for (w, _), seconds in zip(batch.calls, took, strict=True):
+            floor = weights[w]["bytes_moved"] / bandwidth
+            ratio = seconds / floor
+            closest = self.stats["closest_to_physics"]
+            self.stats["closest_to_physics"] = ratio if closest is None else min(closest, ratio)
+            if seconds < floor:
+                raise failed(
+                    shape,
+                    self.label(w),
+                    f"{name} answered in {seconds * 1e6:.1f} us; its {weights[w]['bytes_moved']} bytes take at "
+                    f"least {floor * 1e6:.1f} us at this GPU's copy bandwidth",
+                )
+
+    def wait_quiet(self, name: str, shape: str) -> None:
+        """Until the reference's fixed copy takes its time alone again; Failed after QUIET_WAIT_S."""
+        alone = self.facts["probe_s"]
+        limit = max(QUIET_FACTOR * alone, alone + QUIET_SLACK_S)
+        deadline = time.monotonic() + QUIET_WAIT_S
+        while True:
+            probe = self.reference.ask(ch.PROBE) / 1e6
+            self.stats["slowest_probe_s"] = max(self.stats["slowest_probe_s"], probe)
+            if probe <= limit:
+                return
+            if time.monotonic() > deadline:
+                raise failed(
+                    shape,
+                    "-",
+                    f"the GPU stayed busy after {name}'s batch: the reference's copy took {probe * 1e6:.0f} us, "
+                    f"{alone * 1e6:.0f} us alone",
+                )
+            time.sleep(0.01)
+
+    def challenge(self, name: str, group: int) -> float:
+        copies = self.manifest["copies"][group]
+        first = next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)
+        slots = self.manifest["groups"][group]["count"]
+        batch = plan.challenge_batch(self.rng, first, copies, slots, self.repeats, self.checks)
+        return self.run(name, batch, self.shape_label(group))
+
+    def shape_label(self, group: int) -> str:
+        label = self.manifest["weights"][next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)]["label"]
+        return " ".join(label.split()[:2])
+
+    def exactness(self, name: str) -> list[dict]:
+        """Every weight once (the matrix and every copy of Challenge A's), each checked: the
+        correctness entries, one per weight, or the first failure's."""
+        entries = []
+        weights = self.manifest["weights"]
+        for group, spec in enumerate(self.manifest["groups"]):
+            members = [i for i, w in enumerate(weights) if w["group"] == group]
+            batch = plan.each_once(members, spec["count"])
+            shape = "exactness matrix" if group >= len(self.manifest["copies"]) else self.shape_label(group)
+            try:
+                self.run(name, batch, shape)
+            except Failed as failure:
+                return [*entries, failure.entry]
+            check = "bitsandbytes, in the reference process"
+            entries += [{"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True} for w in members]
+        return entries
+
+
+@contextlib.contextmanager
+def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.0):
+    """The reference and a call process per ``launchers`` entry (name -> (impl, launch)), set up
+    and frozen; yields (Session or None, {name: ready message or error}, reference facts)."""
+    with contextlib.ExitStack() as stack:
+        reference = processes.start("the reference process", ["harness.clock.reference"], processes.plain(env))
+        stack.callback(processes.end, reference)
+        messages.send(reference.sock, setup)
+        reference.sock.settimeout(setup_timeout)
+        reply, fds = reference.receive("lending its regions")
+        handout = {k: reply[k] for k in ("manifest", "inputs_bytes", "slots_bytes")} | {"device": setup["device"]}
+        impls = {}
+        for name, (impl, launch) in launchers.items():
+            process = processes.start(f"the {name} process", ["harness.clock.worker", impl], launch)
+            stack.callback(processes.end, process)
+            process.sock.settimeout(setup_timeout)
+            messages.send(process.sock, handout, fds)
+            impls[name] = process
+        for fd in fds:
+            os.close(fd)
+        ready = {}
+        for name, process in impls.items():
+            try:
+                ready[name] = process.receive("saying it is ready")[0]
+            except ValueError as error:
+                ready[name] = {"error": str(error)}
+            process.freeze()
+        ok = all(not r.get("error") for r in ready.values())
+        yield (Session(reference, impls, reply["manifest"], reply["facts"]) if ok else None), ready, reply["facts"]
+
+
+def sizes(manifest: dict) -> list[dict]:
+    """The record's shapes: each Challenge A group's label and mean bytes per call."""
+    out = []
+    for group in range(len(manifest["copies"])):
+        members = [w for w in manifest["weights"] if w["group"] == group]
+        label = " ".join(members[0]["label"].split()[:2])
+        out.append({"label": label, "bytes_per_call": sum(w["bytes_moved"] for w in members) / len(members)})
+    return out

@@ -1,0 +1,62 @@
+"""What a batch asks for, decided by the clock when the batch starts and shown to the call process
+one call at a time: pure, so it is tested without a GPU.
+
+Challenge A's batch keeps the puzzle's loop, ``repeats`` x (up, gate, down) with every call
+synchronized, and draws for each repeat which copy of the MLP's weights it reads (never the copy just
+read) and for each call which slot it writes (never one that already holds this weight's output,
+never the one just written). Together the copies and the slots outgrow L2 (``pool``): no call reads
+its input or finds its output warm, and a call that skips its work leaves a slot holding another
+weight's output or the poison the batch started with. The reference checks ``checks`` calls drawn
+at random, right after each, and every slot's last output at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+MAX_COPIES = 32
+MIN_SLOTS, MAX_SLOTS = 2, 32
+LAYERS = 3  # up, gate, down
+
+
+@dataclass(frozen=True)
+class Batch:
+    calls: tuple  # (weight, slot) in order
+    checks: frozenset  # indices of calls checked right after they answer
+    final: tuple  # (slot, weight) the reference checks at the end: each written slot's last weight
+
+
+def pool(copy_bytes: int, output_bytes: int, working_set: int) -> tuple[int, int]:
+    """(copies of an MLP's weights, output slots) so that each side alone moves ``working_set``
+    bytes (twice L2 on the GPU) before any of it comes round again."""
+    copies = min(MAX_COPIES, max(1, math.ceil(working_set / copy_bytes)))
+    slots = min(MAX_SLOTS, max(MIN_SLOTS, math.ceil(working_set / output_bytes)))
+    return copies, slots
+
+
+def challenge_batch(rng: random.Random, first: int, copies: int, slots: int, repeats: int, checks: int) -> Batch:
+    """``repeats`` x (up, gate, down) over weights ``first``... (copy ``v``'s layer ``l`` is weight
+    ``first + LAYERS * v + l``) into ``slots`` slots."""
+    if slots < MIN_SLOTS:
+        raise ValueError(f"a batch needs at least {MIN_SLOTS} slots, not {slots}")
+    holds = [None] * slots
+    calls, copy, last = [], None, None
+    for _ in range(repeats):
+        others = [v for v in range(copies) if v != copy] or [0]
+        copy = rng.choice(others)
+        for layer in range(LAYERS):
+            weight = first + LAYERS * copy + layer
+            slot = rng.choice([s for s in range(slots) if s != last and holds[s] != weight])
+            holds[slot], last = weight, slot
+            calls.append((weight, slot))
+    checked = frozenset(rng.sample(range(len(calls)), min(checks, len(calls))))
+    final = tuple((s, w) for s, w in enumerate(holds) if w is not None)
+    return Batch(tuple(calls), checked, final)
+
+
+def each_once(weights: list[int], slots: int) -> Batch:
+    """Every weight once, into slots in turn, each checked right after (the exactness matrix)."""
+    calls = tuple((w, i % slots) for i, w in enumerate(weights))
+    return Batch(calls, frozenset(range(len(calls))), ())

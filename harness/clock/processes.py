@@ -1,0 +1,123 @@
+"""The clock's processes: started with their socket and channel, stopped whole between their
+batches, ended whole.
+
+A process under test is frozen (``SIGSTOP`` to it and every process descended from it, found
+through ``/proc`` until no new one appears) whenever the clock is not timing it: it can launch
+nothing on the GPU while another implementation is timed. What it had queued before still runs,
+which the reference's probe sees (``judge.py`` waits until the GPU is quiet).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.clock import channel as ch
+from harness.clock import messages
+
+
+@dataclass
+class Process:
+    name: str
+    popen: subprocess.Popen
+    sock: socket.socket
+    line: ch.Channel
+    frozen: set = field(default_factory=set)
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def ask(self, op: int, a: int = 0, b: int = 0, timeout: float | None = 60.0) -> int:
+        try:
+            return self.line.ask(op, a, b, alive=self.alive, timeout=timeout)
+        except ch.Gone as gone:
+            raise ValueError(f"{self.name}: {gone} (exit {self.popen.poll()})") from None
+
+    def receive(self, what: str) -> tuple[dict, list[int]]:
+        try:
+            message, fds = messages.receive(self.sock)
+        except (OSError, ValueError) as error:
+            raise ValueError(f"{self.name} ended before {what} (exit {self.popen.poll()}): {error}") from None
+        if message.get("error"):
+            raise ValueError(f"{self.name} failed before {what}: {message['error']}")
+        return message, fds
+
+    def freeze(self) -> None:
+        """SIGSTOP to the process and all its descendants, again until no new one shows."""
+        while True:
+            found = descendants(self.popen.pid) - self.frozen
+            if not found:
+                return
+            for pid in found:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+            self.frozen |= found
+
+    def thaw(self) -> None:
+        for pid in self.frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self.frozen = set()
+
+
+def descendants(root: int) -> set[int]:
+    """``root`` and every process whose parent chain reaches it (``/proc/*/stat``)."""
+    parents = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:
+            continue
+        parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, grew = {root}, True
+    while grew:
+        more = {pid for pid, parent in parents.items() if parent in found} - found
+        found |= more
+        grew = bool(more)
+    return found
+
+
+def start(name: str, argv_tail: list[str], launch) -> Process:
+    """``launch(argv, pass_fds) -> Popen`` started on ``python -P -m <module> ... SOCK CHANNEL``."""
+    mine, theirs = socket.socketpair()
+    line = ch.Channel.create()
+    argv = [sys.executable, "-P", "-m", *argv_tail, str(theirs.fileno()), str(line.fd)]
+    popen = launch(argv, (theirs.fileno(), line.fd))
+    theirs.close()
+    return Process(name, popen, mine, line)
+
+
+def plain(env: dict, cwd: str | None = None):
+    """A launcher for a trusted process: the environment given (the trusted tree's harness on its
+    path), started in ``cwd`` (Unsloth writes a compile cache into its working folder)."""
+
+    def launch(argv, fds):
+        return subprocess.Popen(argv, env=env, cwd=cwd, pass_fds=fds, start_new_session=True)
+
+    return launch
+
+
+def end(process: Process) -> None:
+    """Ask it to stop, then end it and everything it started."""
+    process.thaw()
+    if process.alive():
+        with contextlib.suppress(ValueError):
+            process.ask(ch.STOP, timeout=10)
+        try:
+            process.popen.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+    for pid in descendants(process.popen.pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.popen.wait(timeout=10)
+    process.sock.close()

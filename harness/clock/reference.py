@@ -1,0 +1,147 @@
+"""The reference process: it never imports a kernel under test (checked before it answers).
+
+    python -P -m harness.clock.reference SOCKET_FD CHANNEL_FD
+
+It builds what the clock asks for (``inputs.py``: Challenge A's weights in copies, the exactness
+matrix) with bitsandbytes on its device, keeps each weight's expected output from bitsandbytes
+(``oracle.py``) in memory of its own, lends the inputs (read-only) and the output slots, and
+measures the device's copy bandwidth and a fixed copy's time (the physics the clock checks the calls
+against). Then it answers the clock: ``CHECK w s`` (is slot ``s`` bit for bit weight ``w``'s
+expected output?), ``POISON`` (every slot to 0xFF bytes, NaN in every float dtype), ``PROBE`` (the
+fixed copy's microseconds now: slower than alone means another process has work on the GPU).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+
+from harness.clock import channel as ch
+from harness.clock import inputs, messages, plan
+from harness.clock.regions import Region
+
+PROBE_BYTES = 64 << 20
+
+
+def pools(setup: dict, working_set: int) -> tuple[list[int], list[int]]:
+    """(copies per MLP, slots per group): ``plan.pool`` on each MLP's sizes; the matrix's group
+    (when asked for) has a slot per weight."""
+    import torch
+
+    copies, slots = [], []
+    for hd, m, dtype, _ in setup["challenge"]:
+        n = hd * m
+        one_copy = plan.LAYERS * (n // 2 + n // 64)  # packed codes and first-level absmax
+        c, s = plan.pool(one_copy, n * torch.empty((), dtype=getattr(torch, dtype)).element_size(), working_set)
+        copies.append(c)
+        slots.append(s)
+    if setup.get("matrix"):
+        slots.append(len(inputs.MATRIX))
+    return copies, slots
+
+
+def build(setup: dict, copies: list[int]) -> list:
+    import torch
+
+    from harness.core import workload
+
+    device = setup["device"]
+    mlps = [(hd, m, getattr(torch, dtype)) for hd, m, dtype, _ in setup["challenge"]]
+    seeds = [seed for *_, seed in setup["challenge"]]
+    weights = inputs.challenge_a(
+        mlps, copies, seeds, lambda hd, m, dtype, seed: workload.build_mlp(hd, m, dtype, seed, device)
+    )
+    if setup.get("matrix"):
+        weights += inputs.matrix(device, group=len(mlps))
+    return weights
+
+
+def copy_time(src, dst, sync) -> float:
+    sync()
+    start = time.perf_counter()
+    dst.copy_(src)
+    sync()
+    return time.perf_counter() - start
+
+
+def serve(sock: socket.socket, line: ch.Channel) -> int:
+    import torch
+
+    from harness.core import oracle
+
+    setup, _ = messages.receive(sock)
+    device = setup["device"]
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size if device == "cuda" else 0
+    copies, slot_counts = pools(setup, setup.get("working_set") or 2 * l2)
+    weights = build(setup, copies)
+    manifest, inputs_bytes, slots_bytes = inputs.lay_out(weights, slot_counts)
+    manifest["copies"] = copies
+    given = Region.create(inputs_bytes, device)
+    inputs.fill(given, weights, manifest)
+    slots = Region.create(slots_bytes, device)
+    expected = [oracle.bnb_dequantize(w.packed.t() if w.transposed else w.packed, w.state) for w in weights]
+    expected = [e.t() if w.transposed else e for e, w in zip(expected, weights, strict=True)]
+    del weights
+    src = torch.empty(PROBE_BYTES // 2, dtype=torch.uint8, device=device)
+    dst = torch.empty_like(src)
+    probe_s = min(copy_time(src, dst, sync) for _ in range(20))
+    sync()
+    facts = {"device": device, "copy_bytes_per_s": PROBE_BYTES / probe_s, "probe_s": probe_s, "l2_bytes": l2}
+    if device == "cuda":
+        from harness.core import gpu_state, workload
+
+        facts.update(copy_bytes_per_s=workload.copy_bandwidth(), name=workload.device_name(), nvml=gpu_state.current_device())
+    facts.update(versions())
+    if "nf4kernel" in sys.modules:
+        raise RuntimeError("the reference process imported nf4kernel: it must never run a kernel under test")
+    reply = {"manifest": manifest, "inputs_bytes": given.size, "slots_bytes": slots.size, "facts": facts}
+    messages.send(sock, reply, [given.fd, slots.fd])
+    while True:
+        op, a, b = line.next()
+        if op == ch.STOP:
+            line.reply(ch.YES)
+            return 0
+        if op == ch.CHECK:
+            got = inputs.slot_view(slots, manifest, a, b)
+            line.reply(ch.YES if torch.equal(got, expected[a]) else ch.NO)
+        elif op == ch.POISON:
+            slots.bytes.fill_(0xFF)
+            sync()
+            line.reply(ch.YES)
+        elif op == ch.PROBE:
+            line.reply(max(1, round(copy_time(src, dst, sync) * 1e6)))
+        else:
+            line.reply(ch.NO)
+
+
+def versions() -> dict:
+    import bitsandbytes
+    import torch
+
+    found = {"torch": torch.__version__, "bitsandbytes": bitsandbytes.__version__}
+    try:
+        import triton
+
+        found["triton"] = triton.__version__
+    except ImportError:
+        found["triton"] = None
+    return found
+
+
+def main(argv=None) -> int:
+    sock_fd, channel_fd = (argv or sys.argv[1:])[:2]
+    sock = socket.socket(fileno=int(sock_fd))
+    try:
+        return serve(sock, ch.Channel(int(channel_fd)))
+    except Exception as error:
+        try:
+            messages.send(sock, {"error": messages.said(error)})
+        except OSError:
+            pass
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

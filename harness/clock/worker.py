@@ -1,0 +1,115 @@
+"""A call process: the one place an implementation under test runs.
+
+    python -P -m harness.clock.worker IMPL SOCKET_FD CHANNEL_FD
+
+It imports ``IMPL`` (``nf4kernel``: whichever the path puts first, the staged candidate in its
+sandbox; ``unsloth``; ``bitsandbytes``), receives the manifest and the regions from the clock,
+rebuilds the weights as views of memory it does not own (the inputs read-only), compiles by calling
+each weight twice, says it is ready, then carries out the clock's commands: ``CALL w s`` dequantizes
+weight ``w`` into slot ``s`` through the implementation's ``fast_dequantize(W, quant_state, out=)``
+and synchronizes, then answers. It times nothing, checks nothing and writes no record: whatever it
+prints is log, and whatever it answers only says "done".
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable
+
+from harness.clock import channel as ch
+from harness.clock import inputs, messages
+from harness.clock.regions import Region
+
+WARM_CALLS = 2
+
+
+def implementation(name: str) -> tuple[Callable, str]:
+    """``fn(W, quant_state, out)`` and the file it came from."""
+    if name == "nf4kernel":
+        import nf4kernel
+
+        return (lambda W, state, out: nf4kernel.fast_dequantize(W, state, out=out)), nf4kernel.__file__
+    if name == "unsloth":
+        import unsloth  # noqa: F401  (it patches on import; its kernels need it loaded first)
+        from unsloth.kernels.utils import fast_dequantize
+
+        return (lambda W, state, out: fast_dequantize(W, state, out=out)), unsloth.__file__
+    if name == "bitsandbytes":  # the oracle's path on each device, its answer copied in
+        from harness.core import oracle
+
+        def copied(W, state, out):
+            answer = oracle.bnb_dequantize(W, state)
+            out.copy_(answer.t() if W.shape[0] == 1 else answer)
+
+        return copied, oracle.__file__
+    raise ValueError(f"no implementation {name!r}: nf4kernel, unsloth or bitsandbytes")
+
+
+def version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed(name)
+    except PackageNotFoundError:
+        return None
+
+
+def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
+    fn, source = implementation(impl)
+    import torch
+
+    setup, fds = messages.receive(sock)
+    device = setup["device"]
+    manifest = setup["manifest"]
+    weights = inputs.quant_states(Region.open(fds[0], setup["inputs_bytes"], device, read_only=True), manifest)
+    slots = Region.open(fds[1], setup["slots_bytes"], device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    views = {}
+
+    def call(w: int, s: int) -> None:
+        out = views.get((w, s))
+        if out is None:
+            out = views[(w, s)] = inputs.slot_view(slots, manifest, w, s)
+        W, state = weights[w]
+        fn(W, state, out)
+        sync()
+
+    for w in range(len(weights)):
+        for _ in range(WARM_CALLS):
+            call(w, 0)
+    messages.send(sock, {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)})
+    while True:
+        op, a, b = line.next()
+        if op == ch.STOP:
+            line.reply(ch.YES)
+            return 0
+        if op != ch.CALL:
+            line.reply(ch.NO)
+            continue
+        try:
+            call(a, b)
+        except Exception as error:  # a failed call is a wrong answer, said once in the log
+            print(f"[worker {impl}] call {a} -> slot {b} failed: {type(error).__name__}: {error}", file=sys.stderr)
+            line.reply(ch.NO)
+            continue
+        line.reply(ch.YES)
+
+
+def main(argv=None) -> int:
+    impl, sock_fd, channel_fd = (argv or sys.argv[1:])[:3]
+    sock = socket.socket(fileno=int(sock_fd))
+    try:
+        return serve(impl, sock, ch.Channel(int(channel_fd)))
+    except Exception as error:  # said to the clock, which reports it; the traceback is for the log
+        try:
+            messages.send(sock, {"ready": False, "error": messages.said(error)})
+        except OSError:
+            pass
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())
