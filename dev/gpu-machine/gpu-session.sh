@@ -209,6 +209,39 @@ for step in "$@"; do
         done
       done
       tar czf "$OUT/overhead-logs.tgz" -C /tmp overhead-logs ;;
+    clock:*)
+      # Issue 46: the gate's verdict (python -m harness.gate --no-classic --kernel REF) on scratch
+      # commits over main, each planted with one attack of harness/github/attacks.py, in lanes of one
+      # GPU each, beside each other: clock:LANE0/LANE1, a lane being items joined by commas, an item
+      # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
+      # that imports the kernel (--no-sandbox: the design before the trusted clock). After `repo`.
+      # Each run's record and log come back in one archive; verdicts.txt holds each exit and line.
+      mkdir -p /tmp/clock-runs; base=$(git rev-parse main)
+      for item in $(echo "${step#clock:}" | tr ',/' '  '); do
+        attack=${item%-old}; [ "$attack" = honest ] && continue
+        git rev-parse -q --verify "scratch-$attack" > /dev/null && continue
+        git checkout -q -B "scratch-$attack" "$base" && python3 -m harness.github.attacks . "$attack" > /dev/null \
+          && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $attack" || exit 1
+      done
+      git checkout -q main
+      lane=0
+      for items in $(echo "${step#clock:}" | tr '/' ' '); do
+        (
+          for item in $(echo "$items" | tr ',' ' '); do
+            attack=${item%-old}; ref=main; [ "$attack" = honest ] || ref="scratch-$attack"
+            flag=(); [ "$attack" = "$item" ] || flag=(--no-sandbox)
+            start=$SECONDS
+            CUDA_VISIBLE_DEVICES=$lane python3 -m harness.gate --no-classic --kernel "$ref" "${flag[@]}" \
+              --json "/tmp/clock-runs/$item.json" > "/tmp/clock-runs/$item.log" 2>&1
+            code=$?
+            echo "gpu $lane $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)" "/tmp/clock-runs/$item.log" | tr "\n" " " | cut -c1-400)" \
+              | tee -a "$OUT/verdicts.txt"
+          done
+        ) &
+        lane=$((lane + 1))
+      done
+      wait
+      tar czf "$OUT/clock-runs.tgz" -C /tmp clock-runs ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"

@@ -174,7 +174,7 @@ class Session:
 @contextlib.contextmanager
 def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.0):
     """The reference and a call process per ``launchers`` entry (name -> (impl, launch)), set up
-    and frozen; yields (Session or None, {name: ready message or error}, reference facts)."""
+    and frozen; yields (Session of those that said they are ready, {name: ready message or error})."""
     with contextlib.ExitStack() as stack:
         reference = processes.start("the reference process", ["harness.clock.reference"], processes.plain(env))
         stack.callback(processes.end, reference)
@@ -198,8 +198,8 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
             except ValueError as error:
                 ready[name] = {"error": str(error)}
             process.freeze()
-        ok = all(not r.get("error") for r in ready.values())
-        yield (Session(reference, impls, reply["manifest"], reply["facts"]) if ok else None), ready, reply["facts"]
+        working = {name: p for name, p in impls.items() if not ready[name].get("error")}
+        yield Session(reference, working, reply["manifest"], reply["facts"]), ready
 
 
 def sizes(manifest: dict) -> list[dict]:

@@ -80,7 +80,8 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
     for w in range(len(weights)):
         for _ in range(WARM_CALLS):
             call(w, 0)
-    messages.send(sock, {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)})
+    said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
+    messages.send(sock, said | {"imported_nf4kernel": "nf4kernel" in sys.modules})
     while True:
         op, a, b = line.next()
         if op == ch.STOP:

@@ -34,6 +34,7 @@ from harness.core.schema import (
 # Version 2: timed by the trusted clock (harness/clock): batches go-to-done from another process, the
 # outputs written into slots the reference owns, inputs drawn from copies larger than L2.
 HARNESS_VERSION = 2
+IN_PROCESS_VERSION = 1  # --no-sandbox and --aa: timed in the process that imported the kernel, as before
 UNVERSIONED = 1  # what a record without "harness_version" was measured by
 
 AA_MODE = "aa"

@@ -178,7 +178,7 @@ def measure(
     max_rounds = max(rounds, max_rounds or rounds)
     record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
     record["kernel"] = dict(kernel or {})
-    record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds, harness_version=records.HARNESS_VERSION)
+    record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds, harness_version=records.IN_PROCESS_VERSION)
     env = record["environment"]
     if not env["cuda"] or not env.get("unsloth"):
         return record
@@ -219,7 +219,7 @@ def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
         "environment": environment(with_unsloth=False),
         "rounds": rounds,
         "kernel": dict(kernel or {}),
-        "harness_version": records.HARNESS_VERSION,
+        "harness_version": records.IN_PROCESS_VERSION,
     }
     if not record["environment"]["cuda"]:
         return record

@@ -49,9 +49,9 @@ def measure(args) -> dict:
         launchers = {"nf4kernel": ("nf4kernel", candidate), BASELINE: (BASELINE, processes.plain(trusted, cwd=unsloth_home))}
         setup = {"device": "cuda", "challenge": [list(mlp) for mlp in workload.CHALLENGE_A], "matrix": True}
         measurement.log(f"measuring {kernel.describe()}: the candidate in bubblewrap's sandbox, timed by the trusted clock")
-        with judge.session(launchers, setup, trusted) as (session, ready, facts):
-            record = start_record(args, kernel, facts, ready)
-            if session is not None:
+        with judge.session(launchers, setup, trusted) as (session, ready):
+            record = start_record(args, kernel, session.facts, ready)
+            if len(session.impls) == len(launchers):
                 measure_in(session, record, args)
     return record
 

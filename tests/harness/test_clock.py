@@ -1,0 +1,223 @@
+"""The trusted clock (issue 46): the batches it draws, and on the CPU the whole protocol (reference,
+call processes, regions lent by descriptor, the channel), honest and under issue 46's attack set
+(``harness/github/attacks.py``). Each attack is shown fooling a figure taken in the process that
+imported it (the design before the clock) and failing, or changing nothing, against the clock."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.clock import channel as ch
+from harness.clock import judge, plan, processes
+from harness.core.paths import ROOT
+from harness.github import attacks
+
+SETUP = {"device": "cpu", "challenge": [[64, 128, "bfloat16", 1]], "matrix": True, "working_set": 100_000}
+
+
+# --- the batches -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_batch_never_writes_a_slot_that_holds_its_answer_nor_the_one_just_written(seed):
+    rng = random.Random(seed)
+    batch = plan.challenge_batch(rng, first=3, copies=4, slots=3, repeats=50, checks=8)
+    holds, last, copies = {}, None, []
+    for i, (weight, slot) in enumerate(batch.calls):
+        assert holds.get(slot) != weight and slot != last
+        holds[slot], last = weight, slot
+        if i % plan.LAYERS == 0:
+            copies.append((weight - 3) // plan.LAYERS)
+        assert weight == 3 + plan.LAYERS * copies[-1] + i % plan.LAYERS  # up, gate, down of one copy
+    assert all(a != b for a, b in zip(copies, copies[1:], strict=False))  # never the copy just read
+    assert len(batch.checks) == 8 and dict(batch.final) == holds
+
+
+def test_the_pool_outgrows_the_working_set_within_its_bounds():
+    assert plan.pool(10, 100, 1000) == (100 if plan.MAX_COPIES >= 100 else plan.MAX_COPIES, 10)
+    assert plan.pool(10**9, 10**9, 1) == (1, plan.MIN_SLOTS)
+    with pytest.raises(ValueError):
+        plan.challenge_batch(random.Random(0), 0, 1, 1, 2, 1)
+
+
+def test_a_command_word_packs_and_refuses_what_does_not_fit():
+    assert ch.unpack(ch.pack(7, ch.CALL, 4095, 3)) == (7, ch.CALL, 4095, 3)
+    with pytest.raises(ValueError):
+        ch.pack(1, ch.CALL, 4096, 0)
+
+
+# --- the protocol on the CPU -----------------------------------------------------------------------
+
+
+def planted_tree(tmp: Path, attack: str | None) -> Path:
+    tree = tmp / (attack or "honest")
+    shutil.copytree(ROOT / "nf4kernel", tree / "nf4kernel")
+    if attack:
+        attacks.plant(tree, attack)
+    return tree
+
+
+@pytest.fixture(scope="module")
+def clocked(tmp_path_factory):
+    """One reference, bitsandbytes as the baseline, and a call process per candidate: main's kernel
+    and each attack that runs on the CPU."""
+    tmp = tmp_path_factory.mktemp("clock")
+    trusted = judge.trusted_env({"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
+    launchers = {"bitsandbytes": ("bitsandbytes", processes.plain(trusted))}
+    for attack in (None, "timers", "report", "skip", "record", "exit"):
+        env = {**trusted, "PYTHONPATH": f"{planted_tree(tmp, attack)}{os.pathsep}{ROOT}"}
+        launchers[attack or "honest"] = ("nf4kernel", processes.plain(env))
+    with judge.session(launchers, SETUP, trusted) as (session, ready):
+        session.repeats = 4
+        session.checks = 100  # every call checked: on the CPU the draw is no part of what is shown
+        session.quiet = False  # a CPU copy's time says nothing of a GPU's queue (the probe is tested below)
+        yield session, ready
+
+
+def test_every_process_said_ready_but_the_one_that_exits_on_import(clocked):
+    session, ready = clocked
+    assert "exit" not in session.impls and "ended before saying it is ready" in ready["exit"]["error"]
+    assert set(session.impls) == set(ready) - {"exit"}, ready
+    assert ready["honest"]["imported_from"].endswith("honest/nf4kernel/__init__.py")
+    assert ready["bitsandbytes"]["imported_nf4kernel"] is False  # the baseline never sees a candidate
+
+
+def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
+    session, _ = clocked
+    entries = session.exactness("honest")
+    assert entries and all(e["ok"] and e["exact"] for e in entries)
+    assert {e["shape"] for e in entries} == {"64x128 bfloat16", "exactness matrix"}
+    assert all(session.challenge(name, 0) > 0 for name in ("honest", "bitsandbytes"))
+
+
+def test_a_wrong_element_fails_however_the_candidate_rewrites_its_own_checks(clocked):
+    session, _ = clocked
+    entries = session.exactness("report")
+    assert not entries[-1]["ok"] and "differs from bitsandbytes'" in entries[-1]["check"]
+    with pytest.raises(judge.Failed, match="differs"):
+        session.challenge("report", 0)
+
+
+def test_skipped_work_leaves_a_slot_the_reference_finds_wrong(clocked):
+    session, _ = clocked
+    with pytest.raises(judge.Failed, match="differs"):
+        session.challenge("skip", 0)
+
+
+def test_forged_timers_change_nothing_the_clock_reads(clocked):
+    session, _ = clocked
+    honest = statistics.median(session.challenge("honest", 0) for _ in range(3))
+    planted = statistics.median(session.challenge("timers", 0) for _ in range(3))
+    assert planted > 1.4 * honest  # it does its work twice; its 0.4x clocks are its own
+
+
+def test_a_record_printed_by_the_candidate_is_log_and_nothing_else(clocked, capfd):
+    session, _ = clocked
+    assert session.challenge("record", 0) > 0.001  # the clock's figure, not the planted 0.01 s per 1000 calls
+    assert all(e["ok"] for e in session.exactness("record"))
+
+
+def in_process_timing(tree: Path) -> float:
+    """The design before the clock: a loop timed by time.perf_counter in a process that imported the
+    candidate (as the gate's child did), on the CPU under Triton's interpreter."""
+    code = (
+        "import time, torch, bitsandbytes.functional as F, nf4kernel\n"
+        "w = torch.randn(64, 128).to(torch.bfloat16)\n"
+        "p, s = F.quantize_4bit(w, blocksize=64, compress_statistics=True, quant_type='nf4')\n"
+        "nf4kernel.fast_dequantize(p, s)\n"
+        "start = time.perf_counter()\n"
+        "for _ in range(6): nf4kernel.fast_dequantize(p, s)\n"
+        "print(time.perf_counter() - start)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}", "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=300, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def test_forged_timers_fool_a_figure_taken_where_the_candidate_was_imported(tmp_path):
+    honest_tree, planted_tree_ = planted_tree(tmp_path, None), planted_tree(tmp_path, "timers")
+    honest = min(in_process_timing(honest_tree) for _ in range(2))
+    planted = min(in_process_timing(planted_tree_) for _ in range(2))
+    assert planted < honest  # twice the work, reported as 0.8x of it
+
+
+def test_rewritten_checks_fool_a_check_made_where_the_candidate_was_imported(tmp_path):
+    tree = planted_tree(tmp_path, "report")
+    code = (
+        "import harness, torch, nf4kernel\n"
+        "print(torch.equal(torch.zeros(2), torch.ones(2)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.split()[-1] == "True"
+
+
+# --- physics, a quiet GPU, freezing ------------------------------------------------------------------
+
+
+class FakeReference:
+    def __init__(self, answers):
+        self.answers = list(answers)
+
+    def ask(self, op, a=0, b=0, timeout=None):
+        return self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+
+
+def bare_session(reference=None) -> judge.Session:
+    manifest = {"weights": [{"label": "w", "bytes_moved": 4_000_000, "group": 0}], "copies": [1], "groups": []}
+    facts = {"copy_bytes_per_s": 4e12, "probe_s": 20e-6}
+    return judge.Session(reference or FakeReference([1]), {}, manifest, facts)
+
+
+def test_a_call_faster_than_its_bytes_allow_is_refused():
+    session = bare_session()
+    batch = plan.Batch(((0, 0), (0, 1)), frozenset(), ())
+    session.physics("x", batch, [2e-6, 1.1e-6], "s")  # 4 MB at 4 TB/s: 1 us
+    with pytest.raises(judge.Failed, match="at least 1.0 us"):
+        session.physics("x", batch, [2e-6, 0.9e-6], "s")
+
+
+def test_the_clock_waits_for_a_quiet_gpu_and_fails_one_that_stays_busy(monkeypatch):
+    monkeypatch.setattr(judge, "QUIET_WAIT_S", 0.05)
+    bare_session(FakeReference([500, 400, 25])).wait_quiet("x", "s")  # busy, busy, then alone again
+    with pytest.raises(judge.Failed, match="stayed busy"):
+        bare_session(FakeReference([500])).wait_quiet("x", "s")
+
+
+def test_a_frozen_process_tree_runs_nothing_until_thawed(tmp_path):
+    """A child that starts a grandchild in a session of its own, which keeps writing: frozen, the
+    file stops growing (what a candidate's thread or helper would do to the next batch's GPU)."""
+    out = tmp_path / "beats"
+    code = (
+        "import os, sys, time\n"
+        "if os.fork() == 0:\n"
+        "    os.setsid()\n"
+        "    while True:\n"
+        f"        open({str(out)!r}, 'a').write('.'); time.sleep(0.01)\n"
+        "time.sleep(600)\n"
+    )
+    popen = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    process = processes.Process("t", popen, None, None)
+    try:
+        time.sleep(0.5)
+        process.freeze()
+        size = out.stat().st_size
+        time.sleep(0.3)
+        assert out.stat().st_size == size and len(process.frozen) == 2
+        process.thaw()
+        time.sleep(0.3)
+        assert out.stat().st_size > size
+    finally:
+        for pid in processes.descendants(popen.pid):
+            os.kill(pid, signal.SIGKILL)
+        popen.wait()
