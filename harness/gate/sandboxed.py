@@ -44,7 +44,7 @@ def measure(args) -> dict:
             view = {"read": [kernel.path, ROOT], "write": [cache], "env": inside}
             return stack.enter_context(sandbox.started(argv, pass_fds=fds, **view))
 
-        trusted = judge.trusted_env({"PYTHONPATH": str(ROOT)})
+        trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT)})
         unsloth_home = stack.enter_context(tempfile.TemporaryDirectory(prefix="nf4kernel-unsloth-"))
         launchers = {"nf4kernel": ("nf4kernel", candidate), BASELINE: (BASELINE, processes.plain(trusted, cwd=unsloth_home))}
         setup = {"device": "cuda", "challenge": [list(mlp) for mlp in workload.CHALLENGE_A], "matrix": True}

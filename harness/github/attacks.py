@@ -3,8 +3,8 @@ rests on, each a few lines appended to the package's ``__init__.py`` (``plant``)
 one fooling a measurement taken in the process that imported it (the design before the trusted
 clock) and failing against the clock; ``tools/probes/clock_attacks.sh`` runs them on a GPU.
 
-* ``timers``: every call does its work twice, and the process's clocks run at 0.4x: ``time``'s
-  counters, CUDA events, ``triton.testing.do_bench``.
+* ``timers``: every call does its work twice, and the process's clocks lose 60% of the time spent
+  in its calls (``time``'s counters), CUDA events and ``triton.testing.do_bench`` read 0.4x.
 * ``report``: one element of every output wrong; pytest's reports rewritten to pass; ``torch.equal``
   and ``assert_close`` agreeing with everything in a process that imported the harness.
 * ``exit``: ``os._exit(0)`` on import: a process that ends "successfully" before testing anything.
@@ -27,18 +27,25 @@ ATTACKS = {
 def _slow_and_hide():
     from . import api
     once = api.dequantize
+    inside = [0.0]
+    real = _time.perf_counter
     def twice(W, quant_state=None, *, out=None):
+        began = real()
         once(W, quant_state, out=out)
-        return once(W, quant_state, out=out)
+        got = once(W, quant_state, out=out)
+        inside[0] += real() - began
+        return got
     api.dequantize = twice
+    # The process's clocks lose 60% of the time spent in this kernel's calls: a loop timing them
+    # reads 0.4x, one timing anything else (Unsloth) reads true.
     for name in ("perf_counter", "monotonic", "time"):
-        real = getattr(_time, name)
-        start = real()
-        setattr(_time, name, lambda real=real, start=start: start + (real() - start) * 0.4)
+        clock = getattr(_time, name)
+        setattr(_time, name, lambda clock=clock: clock() - 0.6 * inside[0])
     try:
         import torch
-        elapsed = torch.cuda.Event.elapsed_time
-        torch.cuda.Event.elapsed_time = lambda self, end: elapsed(self, end) * 0.4
+        events = torch.cuda.Event
+        elapsed = events.elapsed_time
+        events.elapsed_time = lambda self, end: elapsed(self, end) * 0.4
         import triton.testing
         bench = triton.testing.do_bench
         def faster(*args, **kwargs):
