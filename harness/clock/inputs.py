@@ -151,7 +151,10 @@ def quant_states(region: Region, manifest: dict) -> list[tuple]:
 
     pairs = []
     for entry in manifest["weights"]:
-        t = {name: region.view(offset, getattr(torch, dtype), shape) for name, (offset, dtype, shape) in entry["tensors"].items()}
+        t = {
+            name: region.view(offset, getattr(torch, dtype), shape)
+            for name, (offset, dtype, shape) in entry["tensors"].items()
+        }
         inner = None
         if "absmax2" in t:
             inner = QuantState(absmax=t["absmax2"], code=t["code2"], blocksize=entry["blocksize2"], dtype=torch.float32)

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness.clock import channel as ch
-from harness.clock import inputs, messages, plan, processes
+from harness.clock import messages, plan, processes
 
 CHECKS_PER_BATCH = 8
 CALL_TIMEOUT_S = 60.0
@@ -59,7 +59,9 @@ class Session:
     checks: int = CHECKS_PER_BATCH
     quiet: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
-    stats: dict = field(default_factory=lambda: {"calls": 0, "checks": 0, "slowest_probe_s": 0.0, "closest_to_physics": None})
+    stats: dict = field(
+        default_factory=lambda: {"calls": 0, "checks": 0, "slowest_probe_s": 0.0, "closest_to_physics": None}
+    )
 
     def label(self, weight: int) -> str:
         return self.manifest["weights"][weight]["label"]
@@ -150,7 +152,9 @@ class Session:
         return self.run(name, batch, self.shape_label(group))
 
     def shape_label(self, group: int) -> str:
-        label = self.manifest["weights"][next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)]["label"]
+        label = self.manifest["weights"][
+            next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)
+        ]["label"]
         return " ".join(label.split()[:2])
 
     def exactness(self, name: str) -> list[dict]:
@@ -167,7 +171,10 @@ class Session:
             except Failed as failure:
                 return [*entries, failure.entry]
             check = "bitsandbytes, in the reference process"
-            entries += [{"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True} for w in members]
+            entries += [
+                {"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True}
+                for w in members
+            ]
         return entries
 
 

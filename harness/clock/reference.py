@@ -92,7 +92,9 @@ def serve(sock: socket.socket, line: ch.Channel) -> int:
     if device == "cuda":
         from harness.core import gpu_state, workload
 
-        facts.update(copy_bytes_per_s=workload.copy_bandwidth(), name=workload.device_name(), nvml=gpu_state.current_device())
+        facts.update(
+            copy_bytes_per_s=workload.copy_bandwidth(), name=workload.device_name(), nvml=gpu_state.current_device()
+        )
     facts.update(versions())
     if "nf4kernel" in sys.modules:
         raise RuntimeError("the reference process imported nf4kernel: it must never run a kernel under test")

@@ -32,11 +32,22 @@ class _Location(ctypes.Structure):
 
 
 class _AllocFlags(ctypes.Structure):
-    _fields_ = [("compression", ctypes.c_ubyte), ("rdma", ctypes.c_ubyte), ("usage", ctypes.c_ushort), ("pad", ctypes.c_ubyte * 4)]
+    _fields_ = [
+        ("compression", ctypes.c_ubyte),
+        ("rdma", ctypes.c_ubyte),
+        ("usage", ctypes.c_ushort),
+        ("pad", ctypes.c_ubyte * 4),
+    ]
 
 
 class _Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("handle_types", ctypes.c_int), ("location", _Location), ("win32", ctypes.c_void_p), ("flags", _AllocFlags)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("handle_types", ctypes.c_int),
+        ("location", _Location),
+        ("win32", ctypes.c_void_p),
+        ("flags", _AllocFlags),
+    ]
 
 
 class _Access(ctypes.Structure):
@@ -51,7 +62,10 @@ class _Driver:
         self.device = device
         self.prop = _Prop(type=_PINNED, handle_types=_POSIX_FD, location=_Location(type=_ON_DEVICE, id=device))
         granularity = ctypes.c_size_t()
-        self.check(self.cuda.cuMemGetAllocationGranularity(ctypes.byref(granularity), ctypes.byref(self.prop), 0), "granularity")
+        self.check(
+            self.cuda.cuMemGetAllocationGranularity(ctypes.byref(granularity), ctypes.byref(self.prop), 0),
+            "granularity",
+        )
         self.granularity = granularity.value
 
     def check(self, status: int, what: str) -> None:
@@ -63,7 +77,12 @@ class _Driver:
     def map(self, handle: ctypes.c_ulonglong, size: int, flags: int = _READ_WRITE) -> int:
         pointer = ctypes.c_ulonglong()
         c_size = ctypes.c_size_t(size)
-        self.check(self.cuda.cuMemAddressReserve(ctypes.byref(pointer), c_size, ctypes.c_size_t(0), ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)), "address reserve")
+        self.check(
+            self.cuda.cuMemAddressReserve(
+                ctypes.byref(pointer), c_size, ctypes.c_size_t(0), ctypes.c_ulonglong(0), ctypes.c_ulonglong(0)
+            ),
+            "address reserve",
+        )
         self.check(self.cuda.cuMemMap(pointer, c_size, ctypes.c_size_t(0), handle, ctypes.c_ulonglong(0)), "map")
         access = _Access(location=_Location(type=_ON_DEVICE, id=self.device), flags=flags)
         self.check(self.cuda.cuMemSetAccess(pointer, c_size, ctypes.byref(access), ctypes.c_size_t(1)), "set access")
@@ -72,14 +91,23 @@ class _Driver:
     def create(self, size: int) -> tuple[int, int]:
         """(device pointer, exported descriptor) of a new allocation of ``size`` bytes."""
         handle = ctypes.c_ulonglong()
-        self.check(self.cuda.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(self.prop), ctypes.c_ulonglong(0)), "create")
+        self.check(
+            self.cuda.cuMemCreate(
+                ctypes.byref(handle), ctypes.c_size_t(size), ctypes.byref(self.prop), ctypes.c_ulonglong(0)
+            ),
+            "create",
+        )
         fd = ctypes.c_int(-1)
-        self.check(self.cuda.cuMemExportToShareableHandle(ctypes.byref(fd), handle, _POSIX_FD, ctypes.c_ulonglong(0)), "export")
+        self.check(
+            self.cuda.cuMemExportToShareableHandle(ctypes.byref(fd), handle, _POSIX_FD, ctypes.c_ulonglong(0)), "export"
+        )
         return self.map(handle, size), fd.value
 
     def open(self, fd: int, size: int, read_only: bool) -> int:
         handle = ctypes.c_ulonglong()
-        self.check(self.cuda.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD), "import")
+        self.check(
+            self.cuda.cuMemImportFromShareableHandle(ctypes.byref(handle), ctypes.c_void_p(fd), _POSIX_FD), "import"
+        )
         return self.map(handle, size, _READ_ONLY if read_only else _READ_WRITE)
 
 

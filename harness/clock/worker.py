@@ -32,7 +32,7 @@ def implementation(name: str) -> tuple[Callable, str]:
 
         return (lambda W, state, out: nf4kernel.fast_dequantize(W, state, out=out)), nf4kernel.__file__
     if name == "unsloth":
-        import unsloth  # noqa: F401  (it patches on import; its kernels need it loaded first)
+        import unsloth
         from unsloth.kernels.utils import fast_dequantize
 
         return (lambda W, state, out: fast_dequantize(W, state, out=out)), unsloth.__file__

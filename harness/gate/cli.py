@@ -37,7 +37,6 @@ import contextlib
 import json
 import math
 import os
-import sys
 
 from harness.core import gpu_state, gpu_types, records
 from harness.core import markdown as md
@@ -93,7 +92,6 @@ def command_line() -> argparse.ArgumentParser:
         metavar="SHA",
         help="with --replay: the commit the record's kernel must be (the approved one)",
     )
-    parser.add_argument("--staged", nargs=2, metavar=("DIR", "COMMIT"), help=argparse.SUPPRESS)
     parser.add_argument(
         "--measure-only",
         action="store_true",
@@ -150,14 +148,9 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error("--aa measures; it takes no --replay (replay an A/A record without --aa)")
     if args.replay and (args.kernel or args.measure_only):
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
-    if args.staged and not (args.measure_only and args.json == "-" and not args.kernel):
-        parser.error("--staged is the sandboxed measurement's own: with --measure-only --json - and no --kernel")
     if args.expect_kernel and not args.replay:
         parser.error("--expect-kernel checks a record: give it with --replay")
-    if args.json == "-" and not args.staged:
-        parser.error("--json - is the sandboxed measurement's pipe; give a file")
-    if args.json != "-":
-        records.check_output(parser, "--json", args.json)
+    records.check_output(parser, "--json", args.json)
     records.check_output(parser, "--summary", args.summary)
     return args
 
@@ -179,13 +172,8 @@ def check_commit(record: dict, args) -> None:
 
 def write(args, record: dict, text: str, summary: str) -> None:
     """The text on stdout, the record to --json, the summary to --summary; ValueError naming the
-    option and the file where one can't be written. ``--json -``: the record alone on the stream
-    that was stdout (a sandboxed measurement's pipe to its parent; everything else went to stderr)."""
+    option and the file where one can't be written."""
     print(text, flush=True)
-    if args.json == "-":
-        RECORD_STREAM.write(json.dumps(record) + "\n")
-        RECORD_STREAM.flush()
-        args = argparse.Namespace(**{**vars(args), "json": None})
     for option, path, mode, content in (
         ("--json", args.json, "w", lambda: json.dumps(record, indent=1)),
         ("--summary", args.summary, "a", lambda: summary),
@@ -213,17 +201,10 @@ def report_aa(args, record: dict) -> int:
     return decision.EXIT_PASS
 
 
-RECORD_STREAM = sys.stdout  # where --json - writes: stdout as it was before main moved it
-
-
 def main(argv=None) -> int:
-    global RECORD_STREAM
     records.plain_streams()
     parser = command_line()
     args = parse(parser, argv)
-    if args.json == "-":  # the record alone on the pipe; the log and the table go to stderr
-        RECORD_STREAM = os.fdopen(os.dup(1), "w")
-        os.dup2(2, 1)
     try:
         return run(args)
     except ValueError as error:  # a malformed record, a record of another kernel, no such kernel
@@ -248,7 +229,7 @@ def run(args) -> int:
 
             record = gate_sandbox.measure(args)
             return report(args, record, decision.decide(record, args.threshold))
-        kernel = None if args.replay else measurement.use_kernel(args.kernel, stack, args.staged)
+        kernel = None if args.replay else measurement.use_kernel(args.kernel, stack)
         if args.aa:
             return report_aa(args, measurement.measure_aa(args.rounds, kernel))
         if args.replay:

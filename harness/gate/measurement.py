@@ -79,15 +79,11 @@ def check_correctness(mlps, impls) -> list[dict]:
     return checks
 
 
-def use_kernel(source: str | None, stack: contextlib.ExitStack, staged: list[str] | None = None) -> dict:
+def use_kernel(source: str | None, stack: contextlib.ExitStack) -> dict:
     """Puts the kernel under test first on this process's path (and on its children's): ``source``'s
-    nf4kernel alone, staged for the length of ``stack`` (or, with ``staged``, the folder and commit a
-    sandboxing parent staged); with no source, the one this Python finds (this checkout's). What the
-    record says about it."""
-    if staged:
-        kernel = kernel_source.Staged(staged[1], Path(staged[0]))
-        source = "staged by the sandboxing parent"
-    elif source is None:
+    nf4kernel alone, staged for the length of ``stack``; with no source, the one this Python finds
+    (this checkout's). What the record says about it."""
+    if source is None:
         return {"source": "the nf4kernel this Python imports"}
     else:
         kernel = stack.enter_context(kernel_source.staged(source))

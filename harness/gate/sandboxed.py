@@ -46,9 +46,14 @@ def measure(args) -> dict:
 
         trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT)})
         unsloth_home = stack.enter_context(tempfile.TemporaryDirectory(prefix="nf4kernel-unsloth-"))
-        launchers = {"nf4kernel": ("nf4kernel", candidate), BASELINE: (BASELINE, processes.plain(trusted, cwd=unsloth_home))}
+        launchers = {
+            "nf4kernel": ("nf4kernel", candidate),
+            BASELINE: (BASELINE, processes.plain(trusted, cwd=unsloth_home)),
+        }
         setup = {"device": "cuda", "challenge": [list(mlp) for mlp in workload.CHALLENGE_A], "matrix": True}
-        measurement.log(f"measuring {kernel.describe()}: the candidate in bubblewrap's sandbox, timed by the trusted clock")
+        measurement.log(
+            f"measuring {kernel.describe()}: the candidate in bubblewrap's sandbox, timed by the trusted clock"
+        )
         with judge.session(launchers, setup, trusted) as (session, ready):
             record = start_record(args, kernel, session.facts, ready)
             if len(session.impls) == len(launchers):

@@ -5,6 +5,7 @@ imported it (the design before the clock) and failing, or changing nothing, agai
 
 from __future__ import annotations
 
+import itertools
 import os
 import random
 import shutil
@@ -39,7 +40,7 @@ def test_a_batch_never_writes_a_slot_that_holds_its_answer_nor_the_one_just_writ
         if i % plan.LAYERS == 0:
             copies.append((weight - 3) // plan.LAYERS)
         assert weight == 3 + plan.LAYERS * copies[-1] + i % plan.LAYERS  # up, gate, down of one copy
-    assert all(a != b for a, b in zip(copies, copies[1:], strict=False))  # never the copy just read
+    assert all(a != b for a, b in itertools.pairwise(copies))  # never the copy just read
     assert len(batch.checks) == 8 and dict(batch.final) == holds
 
 
@@ -140,7 +141,9 @@ def in_process_timing(tree: Path) -> float:
         "print(time.perf_counter() - start)\n"
     )
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}", "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=300, check=True)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=300, check=True
+    )
     return float(done.stdout.split()[-1])
 
 
@@ -153,12 +156,11 @@ def test_forged_timers_fool_a_figure_taken_where_the_candidate_was_imported(tmp_
 
 def test_rewritten_checks_fool_a_check_made_where_the_candidate_was_imported(tmp_path):
     tree = planted_tree(tmp_path, "report")
-    code = (
-        "import harness, torch, nf4kernel\n"
-        "print(torch.equal(torch.zeros(2), torch.ones(2)))\n"
-    )
+    code = "import harness, torch, nf4kernel\nprint(torch.equal(torch.zeros(2), torch.ones(2)))\n"
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}"}
-    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
+    )
     assert done.stdout.split()[-1] == "True"
 
 
@@ -183,7 +185,7 @@ def test_a_call_faster_than_its_bytes_allow_is_refused():
     session = bare_session()
     batch = plan.Batch(((0, 0), (0, 1)), frozenset(), ())
     session.physics("x", batch, [2e-6, 1.1e-6], "s")  # 4 MB at 4 TB/s: 1 us
-    with pytest.raises(judge.Failed, match="at least 1.0 us"):
+    with pytest.raises(judge.Failed, match=r"at least 1\.0 us"):
         session.physics("x", batch, [2e-6, 0.9e-6], "s")
 
 
