@@ -133,10 +133,24 @@ def versions() -> dict:
 
 
 def main(argv=None) -> int:
-    sock_fd, channel_fd = (argv or sys.argv[1:])[:2]
-    sock = socket.socket(fileno=int(sock_fd))
+    words = list(sys.argv[1:] if argv is None else argv)
+    if len(words) != 2 or not all(w.isdigit() for w in words):
+        print(
+            "usage: python -P -m harness.clock.reference SOCKET_FD CHANNEL_FD (started by the clock; exit 2)",
+            file=sys.stderr,
+        )
+        return 2
     try:
-        return serve(sock, ch.Channel(int(channel_fd)))
+        sock = socket.socket(fileno=int(words[0]))
+        line = ch.Channel(int(words[1]))
+    except (OSError, ValueError) as error:
+        print(
+            f"harness.clock.reference: descriptors {words[0]}, {words[1]} are not the clock's: {error} (exit 2)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return serve(sock, line)
     except Exception as error:
         try:
             messages.send(sock, {"error": messages.said(error)})

@@ -23,6 +23,7 @@ from harness.clock import inputs, messages
 from harness.clock.regions import Region
 
 WARM_CALLS = 2
+IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
 
 
 def implementation(name: str) -> tuple[Callable, str]:
@@ -100,10 +101,26 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
 
 
 def main(argv=None) -> int:
-    impl, sock_fd, channel_fd = (argv or sys.argv[1:])[:3]
-    sock = socket.socket(fileno=int(sock_fd))
+    words = list(sys.argv[1:] if argv is None else argv)
+    if len(words) != 3 or words[0] not in IMPLEMENTATIONS or not all(w.isdigit() for w in words[1:]):
+        print(
+            f"usage: python -P -m harness.clock.worker {{{','.join(IMPLEMENTATIONS)}}} SOCKET_FD CHANNEL_FD "
+            "(started by the clock; exit 2)",
+            file=sys.stderr,
+        )
+        return 2
+    impl, sock_fd, channel_fd = words
     try:
-        return serve(impl, sock, ch.Channel(int(channel_fd)))
+        sock = socket.socket(fileno=int(sock_fd))
+        line = ch.Channel(int(channel_fd))
+    except (OSError, ValueError) as error:
+        print(
+            f"harness.clock.worker: descriptors {sock_fd}, {channel_fd} are not the clock's: {error} (exit 2)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        return serve(impl, sock, line)
     except Exception as error:  # said to the clock, which reports it; the traceback is for the log
         try:
             messages.send(sock, {"ready": False, "error": messages.said(error)})

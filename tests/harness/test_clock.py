@@ -223,3 +223,23 @@ def test_a_frozen_process_tree_runs_nothing_until_thawed(tmp_path):
         for pid in processes.descendants(popen.pid):
             os.kill(pid, signal.SIGKILL)
         popen.wait()
+
+
+@pytest.mark.parametrize(
+    "module,words",
+    [
+        ("harness.clock.worker", []),
+        ("harness.clock.worker", ["cuda", "1", "2"]),
+        ("harness.clock.worker", ["nf4kernel", "97", "98"]),
+        ("harness.clock.reference", ["x"]),
+        ("harness.clock.reference", ["97", "98"]),
+        ("harness.github.attacks", ["."]),
+        ("harness.github.attacks", [".", "no-such-attack"]),
+    ],
+)
+def test_a_process_started_wrongly_says_so_in_one_line_and_exits_2(module, words):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", module, *words], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
