@@ -119,7 +119,7 @@ def test_forged_timers_change_nothing_the_clock_reads(clocked):
     session, _ = clocked
     honest = statistics.median(session.challenge("honest", 0) for _ in range(3))
     planted = statistics.median(session.challenge("timers", 0) for _ in range(3))
-    assert planted > 1.3 * honest  # it does its work twice (the checks, the same for both, dilute it); its clocks are its own
+    assert planted > 1.3 * honest  # twice the work (diluted by the checks, the same for both); its clocks are its own
 
 
 def test_a_record_printed_by_the_candidate_is_log_and_nothing_else(clocked, capfd):
