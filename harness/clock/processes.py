@@ -66,6 +66,15 @@ class Process:
         self.frozen = set()
 
 
+def die_with_the_clock() -> None:
+    """Run in the child before it executes: SIGKILL when the clock ends, however it ends
+    (``PR_SET_PDEATHSIG``, kept across exec; a frozen process too), so none is left behind polling
+    or stopped. A sandboxed process has bubblewrap's ``--die-with-parent`` instead."""
+    import ctypes
+
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def descendants(root: int) -> set[int]:
     """``root`` and every process whose parent chain reaches it (``/proc/*/stat``)."""
     parents = {}
@@ -100,7 +109,9 @@ def plain(env: dict, cwd: str | None = None):
     path), started in ``cwd`` (Unsloth writes a compile cache into its working folder)."""
 
     def launch(argv, fds):
-        return subprocess.Popen(argv, env=env, cwd=cwd, pass_fds=fds, start_new_session=True)
+        return subprocess.Popen(
+            argv, env=env, cwd=cwd, pass_fds=fds, start_new_session=True, preexec_fn=die_with_the_clock
+        )
 
     return launch
 

@@ -243,3 +243,23 @@ def test_a_process_started_wrongly_says_so_in_one_line_and_exits_2(module, words
         [sys.executable, "-P", "-m", module, *words], env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_processes_the_clock_started_end_with_it():
+    """A clock that dies (killed, a crash) leaves no reference or call process behind, frozen or not."""
+    code = (
+        "import os, sys\n"
+        "from harness.clock import processes\n"
+        "env = {**os.environ}\n"
+        "ref = processes.start('r', ['harness.clock.reference'], processes.plain(env))\n"
+        "ref.freeze()\n"
+        "print(ref.popen.pid, flush=True)\n"
+        "os._exit(0)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    pid = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
+        time.sleep(0.1)
+    assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
