@@ -9,6 +9,7 @@ Two kinds of weight:
 * **Challenge A's**: each MLP (up, gate, down) as the puzzle builds it (``workload.build_mlp``), in
   ``variants`` copies of different seeds, so that a batch's calls read more than L2 holds and a
   memoized answer is wrong for the next copy. The first copy is the puzzle's own weights.
+* **The regression check's suite** (``suite``): each weight of the asv suite, in copies likewise.
 * **The exactness matrix** (``MATRIX``): NF4 and FP4, nested and plain absmax, fp16/bf16/fp32,
   blocksizes from 64 to 4096, sizes no row or block divides, and the transposed packing
   (``[1, n/2]``, as a ``Linear4bit`` on some devices hands it), each written once and checked.
@@ -69,6 +70,19 @@ def challenge_a(mlps, variants: list[int], seeds: list[int], build) -> list[Weig
             for name, layer in zip(("up", "gate", "down"), layers, strict=True):
                 label = f"{hd}x{m} {str(dtype).replace('torch.', '')} {name} #{v}"
                 weights.append(Weight(label, group, layer.weight.data, layer.weight.quant_state))
+    return weights
+
+
+def suite(keys: list[str], copies: list[int], first_group: int, build) -> list[Weight]:
+    """The regression check's weights: for key ``i`` (``"RxC dtype"``), ``copies[i]`` copies built
+    by ``build(rows, cols, dtype, seed)`` (copy ``v``: seed ``v``), each key a group of its own."""
+    weights = []
+    for i, (key, count) in enumerate(zip(keys, copies, strict=True)):
+        shape, dtype = key.split()
+        rows, cols = (int(n) for n in shape.split("x"))
+        for v in range(count):
+            layer = build(rows, cols, dtype, v)
+            weights.append(Weight(f"{key} #{v}", first_group + i, layer.weight.data, layer.weight.quant_state))
     return weights
 
 

@@ -59,6 +59,7 @@ class Session:
     checks: int = CHECKS_PER_BATCH
     quiet: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
+    last_calls: list = field(default_factory=list)
     stats: dict = field(
         default_factory=lambda: {"calls": 0, "checks": 0, "slowest_probe_s": 0.0, "closest_to_physics": None}
     )
@@ -67,7 +68,8 @@ class Session:
         return self.manifest["weights"][weight]["label"]
 
     def groups(self) -> list[int]:
-        """Challenge A's groups (the matrix's, if any, is the last and not timed)."""
+        """The timed groups: Challenge A's MLPs or the suite's weights (the matrix's, if any, is
+        the last and not timed)."""
         return list(range(len(self.manifest["copies"])))
 
     def run(self, name: str, batch: plan.Batch, shape: str) -> float:
@@ -98,6 +100,7 @@ class Session:
         finally:
             worker.freeze()
         self.physics(name, batch, took, shape)
+        self.last_calls = took
         self.stats["calls"] += len(took)
         if self.quiet:
             self.wait_quiet(name, shape)
@@ -145,10 +148,12 @@ class Session:
             time.sleep(0.01)
 
     def challenge(self, name: str, group: int) -> float:
-        copies = self.manifest["copies"][group]
+        """One timed batch of ``group`` (a Challenge A MLP, or a suite weight) by ``name``:
+        its seconds; each call's in ``last_calls``."""
         first = next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)
+        copies, layers = self.manifest["copies"][group], self.manifest["layers"][group]
         slots = self.manifest["groups"][group]["count"]
-        batch = plan.challenge_batch(self.rng, first, copies, slots, self.repeats, self.checks)
+        batch = plan.batch(self.rng, first, copies, layers, slots, self.repeats, self.checks)
         return self.run(name, batch, self.shape_label(group))
 
     def shape_label(self, group: int) -> str:

@@ -2,12 +2,13 @@
 one call at a time: pure, so it is tested without a GPU.
 
 Challenge A's batch keeps the puzzle's loop, ``repeats`` x (up, gate, down) with every call
-synchronized, and draws for each repeat which copy of the MLP's weights it reads (never the copy just
-read) and for each call which slot it writes (never one that already holds this weight's output,
-never the one just written). Together the copies and the slots outgrow L2 (``pool``): no call reads
-its input or finds its output warm, and a call that skips its work leaves a slot holding another
-weight's output or the poison the batch started with. The reference checks ``checks`` calls drawn
-at random, right after each, and every slot's last output at the end.
+synchronized (a suite weight's batch, the regression check's: ``repeats`` calls of it), and draws
+for each repeat which copy of the weights it reads (never the copy just read) and for each call
+which slot it writes (never one that already holds this weight's output, nor, where there is
+another, the one just written). Together the copies and the slots outgrow L2 (``pool``): no call
+reads its input or finds its output warm, and a call that skips its work leaves a slot holding
+another weight's output or the poison the batch started with. The reference checks ``checks``
+calls drawn at random, right after each, and every slot's last output at the end.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 
 MAX_COPIES = 32
 MIN_SLOTS, MAX_SLOTS = 2, 32
-LAYERS = 3  # up, gate, down
+MIN_WEIGHTS = 2  # a batch alternates at least two weights: a slot can then always take one not its own
+LAYERS = 3  # Challenge A's weights per MLP: up, gate, down
 
 
 @dataclass(frozen=True)
@@ -36,19 +38,23 @@ def pool(copy_bytes: int, output_bytes: int, working_set: int) -> tuple[int, int
     return copies, slots
 
 
-def challenge_batch(rng: random.Random, first: int, copies: int, slots: int, repeats: int, checks: int) -> Batch:
-    """``repeats`` x (up, gate, down) over weights ``first``... (copy ``v``'s layer ``l`` is weight
-    ``first + LAYERS * v + l``) into ``slots`` slots."""
-    if slots < MIN_SLOTS:
-        raise ValueError(f"a batch needs at least {MIN_SLOTS} slots, not {slots}")
+def batch(rng: random.Random, first: int, copies: int, layers: int, slots: int, repeats: int, checks: int) -> Batch:
+    """``repeats`` x (each of ``layers`` weights in turn: Challenge A's up, gate, down; one for a
+    suite weight) over weights ``first``... (copy ``v``'s layer ``l`` is weight ``first + layers * v
+    + l``) into ``slots`` slots."""
+    if slots < MIN_SLOTS or copies * layers < MIN_WEIGHTS:
+        raise ValueError(
+            f"a batch needs {MIN_SLOTS} slots and {MIN_WEIGHTS} weights, not {slots} and {copies * layers}"
+        )
     holds = [None] * slots
     calls, copy, last = [], None, None
     for _ in range(repeats):
         others = [v for v in range(copies) if v != copy] or [0]
         copy = rng.choice(others)
-        for layer in range(LAYERS):
-            weight = first + LAYERS * copy + layer
-            slot = rng.choice([s for s in range(slots) if s != last and holds[s] != weight])
+        for layer in range(layers):
+            weight = first + layers * copy + layer
+            free = [s for s in range(slots) if holds[s] != weight]
+            slot = rng.choice([s for s in free if s != last] or free)  # two slots, two weights: the last
             holds[slot], last = weight, slot
             calls.append((weight, slot))
     checked = frozenset(rng.sample(range(len(calls)), min(checks, len(calls))))

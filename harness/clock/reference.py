@@ -2,13 +2,14 @@
 
     python -P -m harness.clock.reference SOCKET_FD CHANNEL_FD
 
-It builds what the clock asks for (``inputs.py``: Challenge A's weights in copies, the exactness
-matrix) with bitsandbytes on its device, keeps each weight's expected output from bitsandbytes
-(``oracle.py``) in memory of its own, lends the inputs (read-only) and the output slots, and
-measures the device's copy bandwidth and a fixed copy's time (the physics the clock checks the calls
-against). Then it answers the clock: ``CHECK w s`` (is slot ``s`` bit for bit weight ``w``'s
-expected output?), ``POISON`` (every slot to 0xFF bytes, NaN in every float dtype), ``PROBE`` (the
-fixed copy's microseconds now: slower than alone means another process has work on the GPU).
+It builds what the clock asks for (``inputs.py``: Challenge A's weights or the regression check's
+suite, in copies, and the exactness matrix) with bitsandbytes on its device, keeps each weight's
+expected output from bitsandbytes (``oracle.py``) in memory of its own, lends the inputs
+(read-only) and the output slots, and measures the device's copy bandwidth and a fixed copy's time
+(the physics the clock checks the calls against). Then it answers the clock: ``CHECK w s`` (is
+slot ``s`` bit for bit weight ``w``'s expected output?), ``POISON`` (every slot to 0xFF bytes, NaN in
+every float dtype), ``PROBE`` (the fixed copy's microseconds now: slower than alone means another
+process has work on the GPU).
 """
 
 from __future__ import annotations
@@ -24,21 +25,36 @@ from harness.clock.regions import Region
 PROBE_BYTES = 64 << 20
 
 
-def pools(setup: dict, working_set: int) -> tuple[list[int], list[int]]:
-    """(copies per MLP, slots per group): ``plan.pool`` on each MLP's sizes; the matrix's group
-    (when asked for) has a slot per weight."""
+def sizes(setup: dict) -> list[tuple[int, int, int]]:
+    """(layers, elements, output dtype's bytes) of each timed group: Challenge A's MLPs, then the
+    suite's weights."""
     import torch
 
-    copies, slots = [], []
-    for hd, m, dtype, _ in setup["challenge"]:
-        n = hd * m
-        one_copy = plan.LAYERS * (n // 2 + n // 64)  # packed codes and first-level absmax
-        c, s = plan.pool(one_copy, n * torch.empty((), dtype=getattr(torch, dtype)).element_size(), working_set)
+    def itemsize(dtype: str) -> int:
+        return torch.empty((), dtype=getattr(torch, dtype)).element_size()
+
+    found = [(plan.LAYERS, hd * m, itemsize(dtype)) for hd, m, dtype, _ in setup.get("challenge", [])]
+    for key in setup.get("suite", []):
+        shape, dtype = key.split()
+        rows, cols = (int(n) for n in shape.split("x"))
+        found.append((1, rows * cols, itemsize(dtype)))
+    return found
+
+
+def pools(setup: dict, working_set: int) -> tuple[list[int], list[int], list[int]]:
+    """(copies, layers and slots per timed group, then the matrix's slots): ``plan.pool`` on each
+    group's sizes; the matrix's group (when asked for) has a slot per weight."""
+    copies, layers, slots = [], [], []
+    for count, n, itemsize in sizes(setup):
+        one_copy = count * (n // 2 + n // 64)  # packed codes and first-level absmax
+        c, s = plan.pool(one_copy, n * itemsize, working_set)
+        c = max(c, plan.MIN_WEIGHTS // count + (plan.MIN_WEIGHTS % count > 0))  # a lone weight gets a second copy
         copies.append(c)
+        layers.append(count)
         slots.append(s)
     if setup.get("matrix"):
         slots.append(len(inputs.MATRIX))
-    return copies, slots
+    return copies, layers, slots
 
 
 def build(setup: dict, copies: list[int]) -> list:
@@ -47,13 +63,21 @@ def build(setup: dict, copies: list[int]) -> list:
     from harness.core import workload
 
     device = setup["device"]
-    mlps = [(hd, m, getattr(torch, dtype)) for hd, m, dtype, _ in setup["challenge"]]
-    seeds = [seed for *_, seed in setup["challenge"]]
+    challenge = setup.get("challenge", [])
+    mlps = [(hd, m, getattr(torch, dtype)) for hd, m, dtype, _ in challenge]
+    seeds = [seed for *_, seed in challenge]
     weights = inputs.challenge_a(
-        mlps, copies, seeds, lambda hd, m, dtype, seed: workload.build_mlp(hd, m, dtype, seed, device)
+        mlps, copies[: len(mlps)], seeds, lambda hd, m, dtype, seed: workload.build_mlp(hd, m, dtype, seed, device)
     )
+
+    def suite_weight(rows: int, cols: int, dtype: str, seed: int):
+        torch.manual_seed(seed)
+        return workload.linear4bit(cols, rows, getattr(torch, dtype), device)
+
+    keys = setup.get("suite", [])
+    weights += inputs.suite(keys, copies[len(mlps) :], len(mlps), suite_weight)
     if setup.get("matrix"):
-        weights += inputs.matrix(device, group=len(mlps))
+        weights += inputs.matrix(device, group=len(mlps) + len(keys))
     return weights
 
 
@@ -74,10 +98,10 @@ def serve(sock: socket.socket, line: ch.Channel) -> int:
     device = setup["device"]
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size if device == "cuda" else 0
-    copies, slot_counts = pools(setup, setup.get("working_set") or 2 * l2)
+    copies, layers, slot_counts = pools(setup, setup.get("working_set") or 2 * l2)
     weights = build(setup, copies)
     manifest, inputs_bytes, slots_bytes = inputs.lay_out(weights, slot_counts)
-    manifest["copies"] = copies
+    manifest.update(copies=copies, layers=layers)
     given = Region.create(inputs_bytes, device)
     inputs.fill(given, weights, manifest)
     slots = Region.create(slots_bytes, device)

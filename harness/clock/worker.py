@@ -58,6 +58,20 @@ def version(name: str) -> str | None:
         return None
 
 
+def peak_bytes(call, weight: int, device: str) -> int:
+    """GPU memory one call allocates at its peak beyond what was allocated before it (the
+    implementation's own word: the regression check compares it, as informational as before)."""
+    if device != "cuda":
+        return 0
+    import torch
+
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    call(weight, 0)
+    return max(0, torch.cuda.max_memory_allocated() - before)
+
+
 def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
     fn, source = implementation(impl)
     import torch
@@ -82,6 +96,7 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
         for _ in range(WARM_CALLS):
             call(w, 0)
     said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
+    said["peak_bytes"] = {entry["label"]: peak_bytes(call, w, device) for w, entry in enumerate(manifest["weights"])}
     messages.send(sock, said | {"imported_nf4kernel": "nf4kernel" in sys.modules})
     while True:
         op, a, b = line.next()

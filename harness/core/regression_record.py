@@ -34,7 +34,7 @@ def read_regression(path: str | Path, name: str | None = None) -> dict:
 
 
 def check_regression(record: Any, file: str = "the regression record") -> dict:
-    """``record`` if it is a regression record (``paired_rounds.measure``, with BASE and HEAD) a
+    """``record`` if it is a regression record (``clocked.measure``, with BASE and HEAD) a
     verdict can be decided on; RecordError otherwise. Its ``rule`` (the limits it was measured with)
     is checked, never applied: the limits are the deciding harness's own."""
     where = Where(file)

@@ -7,8 +7,9 @@
 
 BASE and HEAD are each a commit of this repository or the path of another checkout (a PR's, beside
 this one: its HEAD commit is fetched here). Each commit's nf4kernel, alone (``kernel_source.py``), is
-measured by *this* checkout's ruler in paired rounds (``paired_rounds.py``): one fresh process of
-each kernel a round, their order alternating, every call's kernel time kept. The verdict is this
+measured by *this* checkout's trusted clock in paired rounds (``clocked.py``): each kernel in a
+sandboxed process of its own that only runs calls, a batch of each a round, their order alternating,
+every call's go-to-done time on the clock kept. The verdict is this
 checkout's rule (``regression_rule.py``), whatever the tree under test says about its own harness:
 
 * one result (a weight's shape and dtype) fails when its whole 95% interval lies above
@@ -43,7 +44,7 @@ from pathlib import Path
 
 from harness.core import exits, kernel_source, records, workload
 from harness.core import markdown as md
-from harness.regression import paired_rounds
+from harness.regression import clocked
 from harness.regression import rule as regression_rule
 
 SHAPES, DTYPES = tuple(workload.SHAPES), workload.DTYPES  # the asv suite's weights
@@ -143,9 +144,9 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--min-group-change", type=float, help=f"a group (default {regression_rule.DEFAULT_MIN_GROUP_CHANGE})"
     )
-    parser.add_argument("--rounds", type=int, default=paired_rounds.FIRST_ROUNDS, help="first pass (%(default)s)")
+    parser.add_argument("--rounds", type=int, default=clocked.FIRST_ROUNDS, help="first pass (%(default)s)")
     parser.add_argument(
-        "--more-rounds", type=int, default=paired_rounds.SECOND_ROUNDS, help="re-measuring pass (%(default)s)"
+        "--more-rounds", type=int, default=clocked.SECOND_ROUNDS, help="re-measuring pass (%(default)s)"
     )
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES, metavar="SHAPE")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES, metavar="DTYPE")
@@ -195,7 +196,7 @@ def main(argv=None) -> int:
     args = parse(parser, argv)
     if args.replay:
         return replay(args.replay, args)
-    paired_rounds.NO_SANDBOX = args.no_sandbox
+    clocked.NO_SANDBOX = args.no_sandbox
     try:
         base, head = kernel_source.resolve(args.base), kernel_source.resolve(args.head)
     except ValueError as error:  # SourceError: no such commit; or a NUL character git can't be given
@@ -221,7 +222,7 @@ def main(argv=None) -> int:
 
 
 def measure(args, base: str, head: str) -> dict | int:
-    """Both commits' kernels staged, then paired rounds (``paired_rounds.measure``); or the exit code
+    """Both commits' kernels staged, then paired rounds by the trusted clock (``clocked.measure``); or the exit code
     where nothing could be measured: 2 (no nf4kernel package in one, a probe's answer unreadable),
     3 (wrong output), 4 (no CUDA GPU)."""
     weights = list(CPU_KEYS) if args.device == "cpu" else keys(args.shapes, args.dtypes)
@@ -233,7 +234,7 @@ def measure(args, base: str, head: str) -> dict | int:
                 return exits.NO_GPU
             for sha, kernel in ((base, staged_base), (head, staged_head)):
                 print(f"regression: {sha[:8]}: {kernel.describe()}", flush=True)
-            return paired_rounds.measure(
+            return clocked.measure(
                 {"base": staged_base, "head": staged_head},
                 weights,
                 device=args.device,
@@ -242,7 +243,7 @@ def measure(args, base: str, head: str) -> dict | int:
                 min_change=args.min_change or regression_rule.DEFAULT_MIN_CHANGE,
                 min_group_change=args.min_group_change or regression_rule.DEFAULT_MIN_GROUP_CHANGE,
             )
-    except paired_rounds.MeasureError as error:  # it may quote what a kernel's process said
+    except clocked.MeasureError as error:  # it may quote what a kernel's process said
         print(f"regression: {md.line(error, limit=None)}", flush=True)
         return error.exit_code if error.exit_code in (2, 3, 4) else 2
     except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure

@@ -2,10 +2,11 @@
 
 Pure, so it is tested on recorded samples (``tests/harness/test_regression_rule.py``).
 
-What it reads (``harness/regression/paired_rounds.py`` measures it): *rounds*, each one fresh process of BASE's
-kernel and one of HEAD's, back to back, their order alternating from round to round. Each process
-times every weight it was asked for with a cold L2 and CUDA events, and keeps each call's time
-(``samples``), not only their median::
+What it reads (``harness/regression/clocked.py`` measures it): *rounds*, each a batch of BASE's
+kernel and one of HEAD's per weight, back to back, their order alternating from round to round. The
+trusted clock times every call go-to-done (synchronized, inputs and outputs colder than L2; records
+of harness version 1 held CUDA-event kernel times instead) and keeps each call's time (``samples``),
+not only their median::
 
     {"rounds": [{"order": ["base", "head"],
                  "base": {"14336x4096 bfloat16": [s, s, ...], ...},
@@ -271,7 +272,7 @@ def memory_grown(found: dict) -> list[dict]:
 def decide(
     record: dict, min_change: float | None = None, min_group_change: float | None = None, resamples: int = RESAMPLES
 ) -> Judgement:
-    """The verdict on a whole record (``paired_rounds.measure``): the first pass judged, its suspects
+    """The verdict on a whole record (``clocked.measure``): the first pass judged, its suspects
     decided by the second pass, peak memory compared. The limits are the caller's, else this
     module's defaults: never the record's own ``rule``, which a record under test could loosen (it
     says what the measurement used; a note says where that differs). ValueError where the record

@@ -42,7 +42,7 @@ from pathlib import Path
 from harness.core import exits, kernel_source, stats
 from harness.core.paths import ROOT
 from harness.regression import cli as regression
-from harness.regression import paired_rounds
+from harness.regression import clocked
 from harness.regression import rule as regression_rule
 
 PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # harness/github/plants/<name>.patch
@@ -148,7 +148,7 @@ def resampled_noops(
         raise ValueError(f"draws must be at least 1, got {draws}")
     limit = min_change or regression_rule.DEFAULT_MIN_CHANGE
     pool = noop_processes(records)
-    first_n, second_n = paired_rounds.FIRST_ROUNDS, paired_rounds.SECOND_ROUNDS
+    first_n, second_n = clocked.FIRST_ROUNDS, clocked.SECOND_ROUNDS
     need = 2 * (first_n + second_n)
     if len(pool) < need:
         raise ValueError(f"{len(pool)} whole processes recorded; a run of the rule's shape draws {need}")

@@ -39,7 +39,7 @@ from harness.gate import measurement
 from harness.github import approval, pins
 from harness.github.fake_github import FakeGitHub, Pull, Serving
 from harness.regression import cli as regression
-from harness.regression import paired_rounds
+from harness.regression import clocked
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "benchmarks" / "history" / "h200"
@@ -344,9 +344,9 @@ def nothing_measured(monkeypatch):
     """Two refs that resolve ("@ @") would start minutes of measuring: the measurement says why not."""
 
     def measure(*args, **kwargs):
-        raise paired_rounds.MeasureError("not measured in this test", 2)
+        raise clocked.MeasureError("not measured in this test", 2)
 
-    monkeypatch.setattr(paired_rounds, "measure", measure)
+    monkeypatch.setattr(clocked, "measure", measure)
 
 
 @BOUNDED

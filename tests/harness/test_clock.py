@@ -32,10 +32,10 @@ SETUP = {"device": "cpu", "challenge": [[64, 128, "bfloat16", 1]], "matrix": Tru
 @pytest.mark.parametrize("seed", range(5))
 def test_a_batch_never_writes_a_slot_that_holds_its_answer_nor_the_one_just_written(seed):
     rng = random.Random(seed)
-    batch = plan.challenge_batch(rng, first=3, copies=4, slots=3, repeats=50, checks=8)
+    batch = plan.batch(rng, first=3, copies=4, layers=plan.LAYERS, slots=3, repeats=50, checks=8)
     holds, last, copies = {}, None, []
     for i, (weight, slot) in enumerate(batch.calls):
-        assert holds.get(slot) != weight and slot != last
+        assert holds.get(slot) != weight and slot != last  # three slots: there is always another
         holds[slot], last = weight, slot
         if i % plan.LAYERS == 0:
             copies.append((weight - 3) // plan.LAYERS)
@@ -44,11 +44,21 @@ def test_a_batch_never_writes_a_slot_that_holds_its_answer_nor_the_one_just_writ
     assert len(batch.checks) == 8 and dict(batch.final) == holds
 
 
+def test_two_slots_and_two_alternating_weights_still_never_find_a_slot_holding_the_answer():
+    batch = plan.batch(random.Random(1), first=0, copies=2, layers=1, slots=2, repeats=40, checks=0)
+    holds = {}
+    for weight, slot in batch.calls:
+        assert holds.get(slot) != weight
+        holds[slot] = weight
+    with pytest.raises(ValueError, match="2 weights"):
+        plan.batch(random.Random(1), first=0, copies=1, layers=1, slots=2, repeats=4, checks=0)
+
+
 def test_the_pool_outgrows_the_working_set_within_its_bounds():
     assert plan.pool(10, 100, 1000) == (100 if plan.MAX_COPIES >= 100 else plan.MAX_COPIES, 10)
     assert plan.pool(10**9, 10**9, 1) == (1, plan.MIN_SLOTS)
     with pytest.raises(ValueError):
-        plan.challenge_batch(random.Random(0), 0, 1, 1, 2, 1)
+        plan.batch(random.Random(0), 0, 1, plan.LAYERS, 1, 2, 1)
 
 
 def test_a_command_word_packs_and_refuses_what_does_not_fit():

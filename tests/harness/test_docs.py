@@ -285,7 +285,7 @@ def git_succeeds(*args: str) -> bool:
 
 def reference_problem(name: str) -> str | None:
     """What is wrong with a path a page names: a file or folder, a test (``file.py::test_x``) or a
-    module's function (``harness/regression/kernel_samples.warm_up``), which its file must define; or a file
+    module's function (``harness/regression/clocked.run_pass``), which its file must define; or a file
     of an evidence branch (``asv-results:h200/...``), which that branch must hold."""
     branch, colon, on_branch = name.partition(":")
     if colon and branch in EVIDENCE_BRANCHES:

@@ -5,11 +5,11 @@ The rule itself: test_regression_rule.py."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +19,7 @@ import torch
 from harness.core import sandbox
 from harness.core.kernel_source import Staged
 from harness.regression import cli as regression
-from harness.regression import paired_rounds
+from harness.regression import clocked
 from harness.regression import rule as regression_rule
 from harness.tuning import power
 
@@ -114,68 +114,94 @@ def test_bad_arguments_exit_2_naming_the_problem(argv, why, capsys):
     assert stopped.value.code == 2 and why in capsys.readouterr().err
 
 
-def fake_side(timings):
-    """A ``run_side`` that answers from ``timings[side]`` (seconds per key) instead of a GPU process."""
+class FakeSession:
+    """What ``clocked.measure`` drives, answering from ``timings[side]`` (seconds per key) instead
+    of a GPU: one call's time per batch."""
 
-    def run_side(kernel, keys, device):
-        side = kernel.path.name
-        return {
-            "nf4kernel": str(kernel.path / "nf4kernel" / "__init__.py"),
-            "device": "a fake GPU",
-            "samples": {k: [timings[side][k]] for k in keys},
-            "bytes": {k: recorded.packed_bytes(k) for k in keys},
-            "peak_bytes": {k: 1 for k in keys},
+    def __init__(self, timings: dict, keys: list[str]):
+        self.timings, self.keys = timings, keys
+        self.manifest = {
+            "weights": [
+                {"group": i, "tensors": {"packed": [0, "uint8", [recorded.packed_bytes(k), 1]]}}
+                for i, k in enumerate(keys)
+            ]
         }
+        self.facts = {"name": "a fake GPU"}
+        self.last_calls = []
 
-    return run_side
+    def exactness(self, side):
+        return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
+
+    def challenge(self, side, group):
+        self.last_calls = [self.timings[side][self.keys[group]]]
+        return self.last_calls[0]
+
+
+def fake_session(monkeypatch, timings: dict, keys: list[str], ready: dict | None = None):
+    ready = ready or {side: {"ready": True, "peak_bytes": {f"{k} #0": 1 for k in keys}} for side in clocked.SIDES}
+
+    @contextlib.contextmanager
+    def session(launchers, setup, env):
+        yield FakeSession(timings, keys), ready
+
+    monkeypatch.setattr(clocked.judge, "session", session)
+    monkeypatch.setattr(clocked, "NO_SANDBOX", True)
 
 
 def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypatch, tmp_path):
     base = recorded.history_run(recorded.SAME_KERNEL[0])
     head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
-    monkeypatch.setattr(paired_rounds, "run_side", fake_side({"base": base, "head": head}))
+    fake_session(monkeypatch, {"base": base, "head": head}, KEYS)
     staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
-    found = paired_rounds.measure(staged, KEYS, log=lambda _: None)
+    found = clocked.measure(staged, KEYS, log=lambda _: None)
     first, second = found["passes"]
     assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
-    assert len(second["rounds"]) == paired_rounds.SECOND_ROUNDS
+    assert len(second["rounds"]) == clocked.SECOND_ROUNDS
     assert set(second["rounds"][0]["base"]) == {"28672x8192 bfloat16"}
+    assert found["measured_by"] == "the trusted clock" and first["bytes"] == {k: recorded.packed_bytes(k) for k in KEYS}
     verdict = regression_rule.decide(found)
     assert [r.name for r in verdict.results if r.call == regression_rule.SLOWER] == ["28672x8192 bfloat16"]
 
 
-def probe_answer(nf4kernel: str) -> str:
-    """What ``harness/regression/kernel_samples.py`` prints last: where it imported nf4kernel from, and
-    what it timed."""
-    return json.dumps({"nf4kernel": nf4kernel, "device": "a fake GPU", "samples": {}, "bytes": {}, "peak_bytes": {}})
+def test_a_side_that_never_got_ready_or_is_wrong_measures_nothing(monkeypatch, tmp_path):
+    base = recorded.history_run(recorded.SAME_KERNEL[0])
+    staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
+    fake_session(monkeypatch, {"base": base, "head": base}, KEYS, {"base": {}, "head": {"error": "os._exit on import"}})
+    with pytest.raises(clocked.MeasureError, match=r"head.s process: os\._exit on import") as error:
+        clocked.measure(staged, KEYS, log=lambda _: None)
+    assert error.value.exit_code == 2
+    fake_session(monkeypatch, {"base": base, "head": base}, KEYS)
+    monkeypatch.setattr(
+        FakeSession,
+        "exactness",
+        lambda self, side: [{"shape": "m", "weight": "w", "check": "differs", "ok": side == "base"}],
+    )
+    with pytest.raises(clocked.MeasureError, match="head: m w: differs") as error:
+        clocked.measure(staged, KEYS, log=lambda _: None)
+    assert error.value.exit_code == 3
 
 
-def test_a_process_that_ran_another_nf4kernel_is_refused(monkeypatch, tmp_path):
-    """The check that the kernel measured is the staged one (not this checkout's, not an installed one)."""
-    done = subprocess.CompletedProcess([], 0, probe_answer(str(ROOT / "nf4kernel" / "__init__.py")), "")
-    monkeypatch.setattr(paired_rounds.sandbox, "run", lambda *a, **k: done)
-    with pytest.raises(paired_rounds.MeasureError, match="not the kernel staged in"):
-        paired_rounds.run_side(Staged("a" * 40, tmp_path), KEYS[:1], "cuda")
-
-
-def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypatch, tmp_path):
-    """On the GPU image bitsandbytes came from PYTHONPATH: a probe that dropped it could not import it.
-    The process runs in the sandbox, seeing its staged kernel and this checkout, writing only the
-    compile cache of its own commit, kept under the caller's Triton cache from run to run."""
+def test_a_side_runs_sandboxed_with_the_callers_packages_behind_the_staged_kernel(monkeypatch, tmp_path):
+    """On the GPU image bitsandbytes came from PYTHONPATH: a process that dropped it could not import
+    it. It runs in the sandbox, seeing its staged kernel and this checkout, writing only the compile
+    cache of its own commit, kept under the caller's Triton cache from run to run."""
     seen = {}
 
-    def fake_run(command, timeout, cwd, env, read, write, **_):
-        seen.update(env=env, read=read, write=write)
-        return subprocess.CompletedProcess(command, 0, probe_answer(f"{cwd}/nf4kernel/__init__.py"), "")
+    @contextlib.contextmanager
+    def started(argv, pass_fds, read, write, env):
+        seen.update(env=env, read=read, write=write, fds=pass_fds)
+        yield "a process"
 
     monkeypatch.setenv("PYTHONPATH", "/opt/site-packages")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache-regression"))
-    monkeypatch.setattr(paired_rounds.sandbox, "run", fake_run)
-    paired_rounds.run_side(Staged("a" * 40, tmp_path / "stage"), ["4096x1024 bfloat16"], "cuda")
+    monkeypatch.setattr(clocked.sandbox, "started", started)
+    with contextlib.ExitStack() as stack:
+        launch = clocked.launcher(Staged("a" * 40, tmp_path / "stage"), stack, {})
+        assert launch(["python"], (7, 8)) == "a process"
     own = tmp_path / "triton-cache-regression" / "sandboxed" / ("a" * 40)
-    path = [str(tmp_path / "stage"), str(paired_rounds.ROOT), "/opt/site-packages"]
-    assert seen["env"]["PYTHONPATH"].split(":") == path
-    assert seen["read"] == [tmp_path / "stage", paired_rounds.ROOT] and seen["write"] == [own]
+    path = [str(tmp_path / "stage"), str(clocked.ROOT), "/opt/site-packages"]
+    assert seen["env"]["PYTHONPATH"].split(":") == path and seen["fds"] == (7, 8)
+    assert seen["read"] == [tmp_path / "stage", clocked.ROOT] and seen["write"] == [own]
     assert seen["env"]["TRITON_CACHE_DIR"] == str(own / "triton")
 
 
@@ -190,19 +216,20 @@ def test_a_process_keeps_the_callers_packages_behind_the_staged_kernel(monkeypat
     reason=f"each kernel's process runs in bubblewrap's sandbox, and there is none here: {sandbox.why_not()}",
 )
 def test_the_cpu_smoke_run_measures_two_staged_kernels_in_paired_rounds(tmp_path, capsys):
-    """The whole measurement on the CPU: two commits' kernels staged, a process each per round in the
-    interpreter, a record written. It gives no speed verdict (host time of the interpreter)."""
+    """The whole measurement on the CPU: two commits' kernels staged, each in a sandboxed call process
+    timed by the clock in the interpreter, a record written. It gives no speed verdict."""
     path = tmp_path / "record.json"
     argv = ["HEAD~1", "HEAD", "--device", "cpu", "--rounds", "2", "--more-rounds", "2", "--record", str(path)]
     assert regression.main(argv) == 0
     out = capsys.readouterr().out
-    assert "no speed verdict (exit 0)" in out and "warm-up, base (cpu)" in out
+    assert "no speed verdict (exit 0)" in out and "regression: round 2/2" in out
     record = json.loads(path.read_text())
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     assert record["head"] == head and record["base"] != head
     first = record["passes"][0]
     assert len(first["rounds"]) == 2 and set(first["rounds"][0]["base"]) == set(regression.CPU_KEYS)
-    assert all(len(s) == 5 for rnd in first["rounds"] for side in ("base", "head") for s in rnd[side].values())
+    calls = clocked.CPU_CALLS
+    assert all(len(s) == calls for rnd in first["rounds"] for side in ("base", "head") for s in rnd[side].values())
 
 
 # --- Every call's time as an H100 recorded it (tests/fixtures/power-h100) -----------
@@ -271,24 +298,6 @@ def test_a_recorded_process_five_times_slow_is_re_measured_and_not_believed(tmp_
     record = {"base": "b" * 40, "head": "h" * 40, "device": real["device"], "passes": [first, second]}
     assert regression.main(["--replay", write(tmp_path, record)]) == 0
     assert "regression: PASS" in capsys.readouterr().out
-
-
-@pytest.mark.gpu
-def test_the_first_weight_a_process_times_is_timed_as_long_as_the_next(tmp_path):
-    """On an H100 the first weight of every process was timed 30-104 times, later ones 161-1066
-    (do_bench sized its loop from calls made on a GPU idle through the imports). A fresh process,
-    as the regression check starts one: its first weight gets at least half the calls of its second."""
-    keys = ["4096x1024 bfloat16", "4096x1024 float16"]
-    run = subprocess.run(
-        [sys.executable, "-m", "harness.regression.kernel_samples", "--keys", *keys],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert run.returncode == 0, run.stderr[-2000:]
-    samples = json.loads(run.stdout.splitlines()[-1])["samples"]
-    assert len(samples[keys[0]]) >= len(samples[keys[1]]) / 2, {k: len(v) for k, v in samples.items()}
 
 
 # --- The limits are this checkout's; a record that breaks its schema gets no verdict -------------------
@@ -399,11 +408,3 @@ def test_a_head_without_an_nf4kernel_package_is_refused_in_one_line(commits_of_a
     assert regression.main([commits["package"], commits[head], "--device", device]) == 2
     out = capsys.readouterr().out
     assert f"regression: commit {commits[head][:12]} has no nf4kernel" in out and "Traceback" not in out
-
-
-def test_a_probe_whose_answer_is_not_json_is_refused(monkeypatch, tmp_path):
-    done = subprocess.CompletedProcess([], 0, "Segmentation fault (core dumped)\n", "")
-    monkeypatch.setattr(paired_rounds.sandbox, "run", lambda *a, **k: done)
-    with pytest.raises(paired_rounds.MeasureError, match="the probe's last line is not JSON") as error:
-        paired_rounds.run_side(Staged("a" * 40, tmp_path), KEYS[:1], "cuda")
-    assert error.value.exit_code == 2

@@ -3,8 +3,8 @@
 The samples are the committed H200 history (``recorded.SAME_KERNEL``): twelve runs of one kernel on
 one H200 within ten minutes, each run's median kernel time per result, paired two runs a round as
 the check pairs BASE and HEAD. A planted change multiplies HEAD's recorded samples by a known factor.
-(Per-call samples recorded on a GPU by ``harness/regression/paired_rounds.py`` are the next to add: none was
-recorded yet.)
+(Per-call samples recorded on a GPU by the regression check, ``harness/regression/clocked.py``,
+are the next to add: none was recorded yet.)
 """
 
 from __future__ import annotations
