@@ -8,7 +8,8 @@ clock) and failing against the clock; ``tools/probes/clock_attacks.sh`` runs the
 * ``report``: one element of every output wrong; pytest's reports rewritten to pass; ``torch.equal``
   and ``assert_close`` agreeing with everything in a process that imported the harness.
 * ``exit``: ``os._exit(0)`` on import: a process that ends "successfully" before testing anything.
-* ``record``: a synthetic passing gate record printed on import, where a parent reads one.
+* ``record``: every call twice, and a synthetic passing gate record printed on import, where a parent
+  reads one.
 * ``slow-baseline``: Unsloth's ``fast_dequantize`` rebound to do its work three times, and a thread
   that keeps the GPU busy with copies, to slow whatever is timed beside the candidate.
 * ``skip``: a call into a given ``out`` does nothing after its first for that shape (memoized work:
@@ -85,6 +86,14 @@ _wrong_and_agree()
 _os._exit(0)
 """,
     "record": """
+def _twice():
+    from . import api
+    once = api.dequantize
+    def twice(W, quant_state=None, *, out=None):
+        once(W, quant_state, out=out)
+        return once(W, quant_state, out=out)
+    api.dequantize = twice
+_twice()
 import json as _json
 print(_json.dumps({"environment": {"cuda": True, "device": "NVIDIA H200", "unsloth": "2026.10.9",
     "copy_bytes_per_s": 4e12}, "correctness": [{"shape": "all", "weight": "all", "check": "bitsandbytes",

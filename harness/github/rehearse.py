@@ -24,6 +24,11 @@ Scenarios (each a PR judged by ``main``, except ``push``):
 * ``self-pass``: the same plant, and the PR also edits the harness to pass itself (thresholds,
   the allowed drop, the regression's limits) and adds record-shaped files at its root. It still
   fails: the base's harness judges.
+* ``hostile``: the 2x plant and an ``__init__.py`` that takes every route to the runner and the log
+  it can reach; sandboxed, none works, and the gate and the regression check fail.
+* ``hostile-<attack>``: one attack of issue 46's set (``harness/github/attacks.py``: timers, report,
+  skip, unsynced, slow-baseline, exit, record); the trusted clock and the reference judge it: the
+  gate fails and ``report`` posts failure.
 * ``push``: a push to main. gpu-tests, the gate and history.yml run; the results branch
   (``asv-results``) gains the commit's results, and the change-point job judges main's history
   from it (one commit: nothing called, no issue opened).

@@ -6,6 +6,7 @@ main, what each expects of every job and of the commit status, and the check of 
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import re
 import subprocess
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.core.paths import ROOT
+from harness.github import attacks
 from harness.github.rehearsal_world import Run, World, git
 
 PLANT_2X = ROOT / "harness" / "github" / "plants" / "2x.patch"
@@ -189,6 +191,16 @@ SCENARIOS = {
         "failure",
         unmasked=MASKED,
     ),
+    **{
+        f"hostile-{name}": Scenario(
+            f"a PR whose nf4kernel/__init__.py carries issue 46's {name!r} attack (harness/github/attacks.py): the "
+            "trusted clock and the reference process judge it, so the gate fails and gpu: failure is posted",
+            functools.partial(attacks.plant, name=name),
+            {"approve": "success", "gate": "failure", "report": "success"},
+            "failure",
+        )
+        for name in ("timers", "report", "skip", "unsynced", "slow-baseline", "exit", "record")
+    },
     "push": Scenario(
         "a push to main: gpu-tests, the gate and the history run; the results branch gains the commit; "
         "main's history is judged for change points (nothing called: no issue)",
