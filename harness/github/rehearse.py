@@ -153,8 +153,9 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     if args.list or not args.scenario:
+        width = max(map(len, SCENARIOS))
         for name, scenario in SCENARIOS.items():
-            print(f"{name:10s} {scenario.about}")
+            print(f"{name:{width}s} {scenario.about}")
         return 0 if args.list else 2
     if not gpu_here():
         print(
