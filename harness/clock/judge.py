@@ -35,12 +35,14 @@ class Failed(Exception):
     """A batch found something wrong: ``entry`` is the failed check to report."""
 
     def __init__(self, entry: dict):
-        super().__init__(entry["check"])
+        super().__init__(entry["reason"])
         self.entry = entry
 
 
-def failed(shape: str, weight: str, check: str) -> Failed:
-    return Failed({"shape": shape, "weight": weight, "check": check, "ok": False, "exact": False})
+def failed(shape: str, weight: str, reason: str) -> Failed:
+    """A failed check as the gate's record holds it: ``reason`` is what the verdict says."""
+    entry = {"shape": shape, "weight": weight, "check": "the trusted clock", "ok": False, "exact": False}
+    return Failed({**entry, "reason": reason})
 
 
 def trusted_env(extra: dict | None = None) -> dict:
@@ -65,7 +67,15 @@ class Session:
     )
 
     def label(self, weight: int) -> str:
-        return self.manifest["weights"][weight]["label"]
+        """The weight's name within its shape: ``up #0`` (Challenge A), ``#1`` (a suite weight), or
+        the matrix's whole label."""
+        label = self.manifest["weights"][weight]["label"]
+        shape = " ".join(label.split()[:2])
+        return (
+            label[len(shape) :].strip()
+            if self.manifest["weights"][weight]["group"] < len(self.manifest["copies"])
+            else label
+        )
 
     def groups(self) -> list[int]:
         """The timed groups: Challenge A's MLPs or the suite's weights (the matrix's, if any, is

@@ -99,6 +99,7 @@ def _correctness(value: Any, where: Where) -> list:
             required(check, key, here, a_string)
         required(check, "ok", here, a_bool)
         optional(check, "exact", here, a_bool)
+        optional(check, "reason", here, a_string)  # the trusted clock's: what failed, said whole
     return value
 
 

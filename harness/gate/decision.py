@@ -182,7 +182,8 @@ def decide(record: dict, threshold: float = DEFAULT_THRESHOLD) -> Verdict:
     checks = record["correctness"]
     wrong = [c for c in checks if not c["ok"]]
     if not checks or wrong:
-        reasons = [f"{c['shape']} {c['weight']}: {c['check']} differs" for c in wrong] or ["no correctness checks ran"]
+        reasons = [f"{c['shape']} {c['weight']}: {c.get('reason') or c['check'] + ' differs'}" for c in wrong]
+        reasons = reasons or ["no correctness checks ran"]
         return Verdict(False, EXIT_INCORRECT, reasons)
     ratios = round_ratios(record)
     if len(ratios) < MIN_ROUNDS:

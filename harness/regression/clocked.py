@@ -111,7 +111,8 @@ def measure(
             for side in SIDES:
                 wrong = [e for e in session.exactness(side) if not e["ok"]]
                 if wrong:
-                    raise MeasureError(f"{side}: {wrong[0]['shape']} {wrong[0]['weight']}: {wrong[0]['check']}", 3)
+                    said = wrong[0].get("reason") or f"{wrong[0]['check']} differs"
+                    raise MeasureError(f"{side}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
             groups = {key: i for i, key in enumerate(keys)}
             record = {
                 "device": session.facts.get("name", device),
@@ -127,5 +128,5 @@ def measure(
                     record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
             except judge.Failed as failure:
                 entry = failure.entry
-                raise MeasureError(f"{entry['shape']} {entry['weight']}: {entry['check']}", 3) from None
+                raise MeasureError(f"{entry['shape']} {entry['weight']}: {entry['reason']}", 3) from None
     return record

@@ -114,7 +114,7 @@ def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
 def test_a_wrong_element_fails_however_the_candidate_rewrites_its_own_checks(clocked):
     session, _ = clocked
     entries = session.exactness("report")
-    assert not entries[-1]["ok"] and "differs from bitsandbytes'" in entries[-1]["check"]
+    assert not entries[-1]["ok"] and "differs from bitsandbytes'" in entries[-1]["reason"]
     with pytest.raises(judge.Failed, match="differs"):
         session.challenge("report", 0)
 
@@ -274,3 +274,13 @@ def test_the_processes_the_clock_started_end_with_it():
     while time.monotonic() < deadline and Path(f"/proc/{pid}").exists():
         time.sleep(0.1)
     assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(")")[1][:3]
+
+
+def test_a_failure_the_clock_found_is_the_gate_s_reason_as_said():
+    from harness.gate import decision
+
+    record = {"environment": {"cuda": True, "device": "NVIDIA H200", "unsloth": "2026.10.9"}}
+    record["correctness"] = [judge.failed("4096x14336 bfloat16", "down #1", "nf4kernel answered in 3.0 us").entry]
+    verdict = decision.decide(record)
+    assert verdict.exit_code == decision.EXIT_INCORRECT
+    assert verdict.reasons == ["4096x14336 bfloat16 down #1: nf4kernel answered in 3.0 us"]
