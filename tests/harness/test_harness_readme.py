@@ -1,0 +1,66 @@
+"""harness/README.md's claims, held: every module is named there, the packages import each other only
+as it says, and the trusted clock's process loads no torch, kernel or Unsloth (issue 47, item 4)."""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+HARNESS = ROOT / "harness"
+README = (HARNESS / "README.md").read_text()
+# (importing package, imported package): the imports across features the README names.
+ALLOWED = {
+    ("gate", "clock"),
+    ("regression", "clock"),
+    ("tuning", "gate"),
+    ("tuning", "regression"),
+    ("history", "github"),
+}
+
+
+def modules() -> list[Path]:
+    return sorted(p for p in HARNESS.rglob("*.py") if p.name not in ("__init__.py", "__main__.py"))
+
+
+def test_every_module_is_named_in_the_readme():
+    missing = [str(p.relative_to(ROOT)) for p in modules() if f"`{p.name}`" not in README and p.stem not in README]
+    assert not missing
+
+
+def imported_packages(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        names = []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("harness."):
+            names = [node.module]
+        elif isinstance(node, ast.Import):
+            names = [a.name for a in node.names if a.name.startswith("harness.")]
+        found |= {n.split(".")[1] for n in names if (HARNESS / n.split(".")[1]).is_dir()}
+    return found
+
+
+def test_packages_import_core_their_own_and_only_what_the_readme_names():
+    crossing = set()
+    for path in modules():
+        parts = path.relative_to(HARNESS).parts
+        if len(parts) < 2:
+            continue
+        own = parts[0]
+        crossing |= {(own, other) for other in imported_packages(path) if other not in ("core", own)}
+    assert crossing <= ALLOWED, crossing - ALLOWED
+    assert not {other for own, other in crossing if own == "clock"}  # the clock imports core/ alone
+
+
+def test_the_clocks_process_loads_no_torch_kernel_or_unsloth():
+    code = (
+        "import sys\n"
+        "import harness.gate.cli, harness.gate.sandboxed, harness.regression.cli, harness.regression.clocked\n"
+        "print(sorted(m for m in ('torch', 'triton', 'nf4kernel', 'unsloth', 'bitsandbytes') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
