@@ -44,14 +44,14 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 
-from harness.core import records  # standard library only, as this module
+from harness.core import exits, records  # standard library only, as this module
 
 COMMAND = "/gpu-approve"
 APPROVERS = ("admin", "write")  # the permission API's answer; maintainers read as "write"
 FULL_HASH = re.compile(r"[0-9a-f]{40}")
 LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")  # GitHub's user names; apps end in [bot]
 STATUS_CONTEXT = "gpu"
-EXIT_BAD_INPUT = 2
+EXIT_BAD_INPUT = exits.BAD_INPUT
 
 
 class Refused(Exception):

@@ -51,6 +51,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.core import exits
 from harness.history import result_merge
 
 BRANCH = "asv-results"
@@ -58,7 +59,7 @@ REF = f"refs/heads/{BRANCH}"
 BOT_NAME, BOT_EMAIL = "nf4kernel-bot", "nf4kernel-bot@users.noreply.github.com"
 GIT_TIMEOUT_S = 300
 ATTEMPTS = 5
-EXIT_BAD_INPUT, EXIT_REMOTE = 2, 3
+EXIT_BAD_INPUT, EXIT_REMOTE = exits.BAD_INPUT, 3
 FULL_HASH = re.compile(r"[0-9a-f]{40}")  # as github.sha gives it
 
 
