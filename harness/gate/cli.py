@@ -24,7 +24,8 @@ decides in a later step (``--replay``), in a process where the kernel under test
    against the base commit: the regression check is the one (``decision.py`` says why).
 
 The threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml`` (which
-also refuses, exit 2, a record measured on another GPU), else ``NF4KERNEL_GATE_THRESHOLD``, else 1.15.
+also refuses, exit 2, a record measured on another GPU), else 1.15. No environment variable sets it:
+a threshold is reviewed where it is written (issue 47).
 
 ``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
 (``noise.py``): exit 0 when measured, 4 without a GPU.
@@ -36,7 +37,6 @@ import argparse
 import contextlib
 import json
 import math
-import os
 
 from harness.core import gpu_state, gpu_types, records
 from harness.core import markdown as md
@@ -44,7 +44,6 @@ from harness.gate import decision, measurement, noise
 from harness.gate.table import markdown, table
 
 AA_ROUNDS = 15  # --aa's default: a noise floor from 5 rounds would itself be noise
-THRESHOLD_VARIABLE = "NF4KERNEL_GATE_THRESHOLD"
 
 
 def command_line() -> argparse.ArgumentParser:
@@ -52,7 +51,7 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--threshold",
         type=speed_up,
-        help=f"minimum median speed-up over Unsloth (default: {THRESHOLD_VARIABLE}, else {decision.DEFAULT_THRESHOLD})",
+        help=f"minimum median speed-up over Unsloth (default: the --gpu-type's, else {decision.DEFAULT_THRESHOLD})",
     )
     parser.add_argument(
         "--gpu-type",
@@ -112,18 +111,6 @@ def speed_up(text: str) -> float:
     return value
 
 
-def threshold_from_environment(parser: argparse.ArgumentParser) -> float:
-    """NF4KERNEL_GATE_THRESHOLD where it is set (empty is refused: a variable set to nothing is a
-    mistake in the workflow, not a request for the default), else the default."""
-    text = os.environ.get(THRESHOLD_VARIABLE)
-    if text is None:
-        return decision.DEFAULT_THRESHOLD
-    try:
-        return speed_up(text)
-    except argparse.ArgumentTypeError as error:
-        parser.error(f"{THRESHOLD_VARIABLE}: {error}")
-
-
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad combination ends here (exit 2), before
     anything is measured."""
@@ -135,7 +122,7 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         except ValueError as error:
             parser.error(f"--gpu-type: {error}")
     if args.threshold is None:
-        args.threshold = args.gpu.gate_threshold if args.gpu else threshold_from_environment(parser)
+        args.threshold = args.gpu.gate_threshold if args.gpu else decision.DEFAULT_THRESHOLD
     if args.rounds is None:
         args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
     if args.rounds < decision.MIN_ROUNDS:

@@ -43,13 +43,13 @@ def test_replay_prints_the_table_writes_json_and_summary(tmp_path, capsys, ours,
     assert "### nf4kernel speed gate" in summary.read_text() and "| shape" in summary.read_text()
 
 
-def test_threshold_from_the_command_line_and_the_environment(tmp_path, monkeypatch):
+def test_threshold_from_the_command_line_and_never_the_environment(tmp_path, monkeypatch):
     recorded = tmp_path / "recorded.json"
     recorded.write_text(json.dumps(full_record(0.30, 0.39)))  # a 1.3x speed-up
     assert gate.main(["--replay", str(recorded)]) == decision.EXIT_PASS
     assert gate.main(["--replay", str(recorded), "--threshold", "1.4"]) == decision.EXIT_TOO_SLOW
-    monkeypatch.setenv("NF4KERNEL_GATE_THRESHOLD", "1.4")
-    assert gate.main(["--replay", str(recorded)]) == decision.EXIT_TOO_SLOW
+    monkeypatch.setenv("NF4KERNEL_GATE_THRESHOLD", "1.4")  # the variable it once read: no longer
+    assert gate.main(["--replay", str(recorded)]) == decision.EXIT_PASS
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks what the gate does on a machine without a GPU")
@@ -339,14 +339,6 @@ def test_a_threshold_that_is_no_finite_speed_up_is_refused(tmp_path, capsys, thr
     capsys.readouterr()
     line = refused(capsys, "--replay", path, f"--threshold={threshold}")
     assert "argument --threshold" in line and repr(threshold) in line
-
-
-@pytest.mark.parametrize("value", ["1.15x", "", "nan", "inf", " "])
-def test_a_threshold_variable_that_is_no_finite_speed_up_is_refused(tmp_path, capsys, monkeypatch, value):
-    _, path = replay(tmp_path, committed(1))
-    capsys.readouterr()
-    monkeypatch.setenv("NF4KERNEL_GATE_THRESHOLD", value)
-    assert "NF4KERNEL_GATE_THRESHOLD: " in refused(capsys, "--replay", path)
 
 
 @pytest.mark.parametrize(
