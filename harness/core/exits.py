@@ -5,3 +5,18 @@ wrong output) are in its module's docstring."""
 OK = 0
 BAD_INPUT = 2  # argparse's own code for bad arguments; the harness uses it for any input it refuses
 NO_GPU = 4  # a command that needs a CUDA GPU, where there is none: nothing was measured
+
+
+def require(modules: tuple[str, ...], prog: str, where: str) -> None:
+    """For a command that needs ``modules`` (torch, numpy) where this Python may lack them: one
+    line naming what is missing and ``where`` the command runs, exit 2, rather than a traceback."""
+    import importlib.util
+    import sys
+
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        print(
+            f"{prog}: needs {', '.join(missing)}, which {sys.executable} lacks: run it {where} (exit {BAD_INPUT})",
+            file=sys.stderr,
+        )
+        raise SystemExit(BAD_INPUT)

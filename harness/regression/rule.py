@@ -46,8 +46,6 @@ import math
 import zlib
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from harness.core import markdown as md
 from harness.core import records, stats
 
@@ -168,6 +166,8 @@ def judge(
     groups: bool = True,
 ) -> Judgement:
     """Each result's reading and (with ``groups``) the groups' (see the module docstring)."""
+    import numpy as np  # here, not at import: `--help` and a refused argument need no numpy
+
     if not 0 < min_change < 1 or not 0 < min_group_change < 1:
         raise ValueError(f"a practical minimum is a fraction in (0, 1), not {min_change!r} / {min_group_change!r}")
     keys = check_record(record)

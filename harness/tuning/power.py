@@ -28,6 +28,15 @@ existing resample result without --force. Exit 4: no CUDA GPU.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before torch is imported: where it is missing, one line, not a traceback
+    from harness.core import exits
+
+    exits.require(
+        ("numpy", "torch"),
+        "python -m harness.tuning.power",
+        "where torch is installed: the GPU image, or .nox/torch/bin/python",
+    )
+
 import argparse
 import gzip
 import json

@@ -12,6 +12,15 @@ a CUDA GPU.
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before torch is imported: where it is missing, one line, not a traceback
+    from harness.core import exits
+
+    exits.require(
+        ("torch",),
+        "python -m harness.tuning.sweep",
+        "where torch is installed: the GPU image, or .nox/torch/bin/python",
+    )
+
 import argparse
 import itertools
 import json

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import git
+from harness.github import attacks
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED_GATE = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "planted-base.json"
@@ -291,4 +292,6 @@ def test_what_needs_no_gpu_does_its_job(tmp_path):
     listed = run(sys.executable, "-m", "harness.history", "list", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
     scenarios = run(sys.executable, "-m", "harness.github.rehearse", "--list", cwd=tmp_path)
-    assert scenarios.returncode == 0 and len(scenarios.stdout.splitlines()) == 5  # noop, slow, self-pass, hostile, push
+    listed = [line.split()[0] for line in scenarios.stdout.splitlines()]
+    assert scenarios.returncode == 0 and {"noop", "slow", "self-pass", "hostile", "push"} <= set(listed)
+    assert len([name for name in listed if name.startswith("hostile-")]) == len(attacks.ATTACKS)  # issue 46's set
