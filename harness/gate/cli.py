@@ -10,6 +10,11 @@ path, and only its ``nf4kernel/`` is put on the path (``kernel_source.py``). ``-
 writes the record and exits on the measurement alone (0 measured, 3, 4, 5), for a workflow that
 decides in a later step (``--replay``), in a process where the kernel under test never ran.
 
+With ``--kernel`` on a GPU (what the workflows run) the trusted clock measures (``sandboxed.py``,
+``harness/clock``): correctness checked by a reference process on the exactness matrix and every
+weight, timing of each implementation in a process of its own, batches timed go-to-done by this
+process, which imports neither torch nor the kernel. Otherwise, in this process:
+
 1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and
    ``F.linear(X, W)`` through it equals the ``Linear4bit`` module's own forward.
 2. Timing: interleaved rounds in this process (nf4kernel, Unsloth, bitsandbytes), 1000 x (up, gate,
@@ -210,9 +215,9 @@ def run(args) -> int:
     with contextlib.ExitStack() as stack:
         # Without a CUDA GPU nothing is measured and the kernel under test is never imported: exit 4 here.
         if args.kernel and not (args.replay or args.aa or args.no_sandbox) and gpu_state.gpu_here():
-            from harness.gate import (
-                sandboxed as gate_sandbox,
-            )  # the kernel under test runs in a sandboxed child; this process checks
+            # The trusted clock: the kernel under test runs in a sandboxed call process; this one
+            # times and decides, and never imports it (nor torch).
+            from harness.gate import sandboxed as gate_sandbox
 
             record = gate_sandbox.measure(args)
             return report(args, record, decision.decide(record, args.threshold))
