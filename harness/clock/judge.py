@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from harness.clock import channel as ch
 from harness.clock import messages, plan, processes
+from harness.core import workload
 
 CHECKS_PER_BATCH = 8
 CALL_TIMEOUT_S = 60.0
@@ -46,6 +47,9 @@ def failed(shape: str, weight: str, reason: str) -> Failed:
 
 
 def trusted_env(extra: dict | None = None) -> dict:
+    """The environment of the processes the clock starts outside the sandbox (the reference,
+    Unsloth's): this one's, less the job's variables and anything named like a token, with
+    ``extra`` (their PYTHONPATH: the trusted tree, then the job's packages)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(TRUSTED_ONLY) and "TOKEN" not in k}
     env.pop("PYTHONPATH", None)
     return {**env, **(extra or {})}
@@ -57,7 +61,7 @@ class Session:
     impls: dict
     manifest: dict
     facts: dict
-    repeats: int = 1000
+    repeats: int = workload.ROUNDS_PER_TIMING  # Challenge A's 1000 x (up, gate, down)
     checks: int = CHECKS_PER_BATCH
     quiet: bool = True
     rng: random.Random = field(default_factory=random.SystemRandom)
@@ -157,7 +161,7 @@ class Session:
                 )
             time.sleep(0.01)
 
-    def challenge(self, name: str, group: int) -> float:
+    def timed_batch(self, name: str, group: int) -> float:
         """One timed batch of ``group`` (a Challenge A MLP, or a suite weight) by ``name``:
         its seconds; each call's in ``last_calls``."""
         first = next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)

@@ -106,7 +106,7 @@ def measure_in(session: judge.Session, record: dict, args) -> None:
             index = len(states)
             before = gpu_state.snapshot(device)
             order = names if index % 2 == 0 else names[::-1]
-            times = {name: [session.challenge(name, group) for group in session.groups()] for name in order}
+            times = {name: [session.timed_batch(name, group) for group in session.groups()] for name in order}
             after = gpu_state.snapshot(device)
             throttled = sorted(set(gpu_state.is_throttled(before)) | set(gpu_state.is_throttled(after)))
             states.append({"state_before": before, "state_after": after, "throttled": throttled})

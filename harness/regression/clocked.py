@@ -70,7 +70,7 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
         timed = {side: {} for side in SIDES}
         for side in order:
             for key in keys:
-                session.challenge(side, groups[key])
+                session.timed_batch(side, groups[key])
                 timed[side][key] = list(session.last_calls)
         log(f"regression: round {r + 1}/{rounds}: {len(keys)} weights, {', '.join(order)}")
         found["rounds"].append({"order": list(order), **timed})

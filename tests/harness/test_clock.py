@@ -108,7 +108,7 @@ def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
     entries = session.exactness("honest")
     assert entries and all(e["ok"] and e["exact"] for e in entries)
     assert {e["shape"] for e in entries} == {"64x128 bfloat16", "exactness matrix"}
-    assert all(session.challenge(name, 0) > 0 for name in ("honest", "bitsandbytes"))
+    assert all(session.timed_batch(name, 0) > 0 for name in ("honest", "bitsandbytes"))
 
 
 def test_a_wrong_element_fails_however_the_candidate_rewrites_its_own_checks(clocked):
@@ -116,25 +116,25 @@ def test_a_wrong_element_fails_however_the_candidate_rewrites_its_own_checks(clo
     entries = session.exactness("report")
     assert not entries[-1]["ok"] and "differs from bitsandbytes'" in entries[-1]["reason"]
     with pytest.raises(judge.Failed, match="differs"):
-        session.challenge("report", 0)
+        session.timed_batch("report", 0)
 
 
 def test_skipped_work_leaves_a_slot_the_reference_finds_wrong(clocked):
     session, _ = clocked
     with pytest.raises(judge.Failed, match="differs"):
-        session.challenge("skip", 0)
+        session.timed_batch("skip", 0)
 
 
 def test_forged_timers_change_nothing_the_clock_reads(clocked):
     session, _ = clocked
-    honest = statistics.median(session.challenge("honest", 0) for _ in range(3))
-    planted = statistics.median(session.challenge("timers", 0) for _ in range(3))
+    honest = statistics.median(session.timed_batch("honest", 0) for _ in range(3))
+    planted = statistics.median(session.timed_batch("timers", 0) for _ in range(3))
     assert planted > 1.3 * honest  # twice the work (diluted by the checks, the same for both); its clocks are its own
 
 
 def test_a_record_printed_by_the_candidate_is_log_and_nothing_else(clocked, capfd):
     session, _ = clocked
-    assert session.challenge("record", 0) > 0.001  # the clock's figure, not the planted 0.01 s per 1000 calls
+    assert session.timed_batch("record", 0) > 0.001  # the clock's figure, not the planted 0.01 s per 1000 calls
     assert all(e["ok"] for e in session.exactness("record"))
 
 

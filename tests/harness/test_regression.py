@@ -132,7 +132,7 @@ class FakeSession:
     def exactness(self, side):
         return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
 
-    def challenge(self, side, group):
+    def timed_batch(self, side, group):
         self.last_calls = [self.timings[side][self.keys[group]]]
         return self.last_calls[0]
 
