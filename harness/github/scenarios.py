@@ -38,9 +38,9 @@ def plant_and_pass_myself(tree: Path) -> str:
             (r"DEFAULT_THRESHOLD = [0-9.]+", "DEFAULT_THRESHOLD = 0.5"),
         ],
         "harness/gate/cli.py": [
-            (  # whatever the workflow sets, the PR's own gate would ask for 0.5x
-                r"(def threshold_from_environment\(parser: argparse\.ArgumentParser\) -> float:\n)",
-                r"\1    return 0.5\n",
+            (  # whatever GPU type the workflow names, the PR's own gate would ask for 0.5x
+                r"args\.threshold = args\.gpu\.gate_threshold if args\.gpu else decision\.DEFAULT_THRESHOLD",
+                "args.threshold = 0.5",
             )
         ],
         "harness/regression/rule.py": [
