@@ -75,13 +75,12 @@ def challenge_a(mlps, variants: list[int], seeds: list[int], build) -> list[Weig
 
 def suite(keys: list[str], copies: list[int], first_group: int, build) -> list[Weight]:
     """The regression check's weights: for key ``i`` (``"RxC dtype"``), ``copies[i]`` copies built
-    by ``build(rows, cols, dtype, seed)`` (copy ``v``: seed ``v``), each key a group of its own."""
+    by ``build(shape, dtype, seed)`` (``workload.suite_weight``; copy ``v``: seed ``v``), each key a
+    group of its own."""
     weights = []
     for i, (key, count) in enumerate(zip(keys, copies, strict=True)):
-        shape, dtype = key.split()
-        rows, cols = (int(n) for n in shape.split("x"))
         for v in range(count):
-            layer = build(rows, cols, dtype, v)
+            layer = build(*key.split(), seed=v)
             weights.append(Weight(f"{key} #{v}", first_group + i, layer.weight.data, layer.weight.quant_state))
     return weights
 

@@ -46,6 +46,17 @@ def failed(shape: str, weight: str, reason: str) -> Failed:
     return Failed({**entry, "reason": reason})
 
 
+def members(manifest: dict, group: int) -> list[int]:
+    """The weights of ``group``, in the manifest's order (copy by copy, layer by layer)."""
+    return [i for i, w in enumerate(manifest["weights"]) if w["group"] == group]
+
+
+def group_label(manifest: dict, group: int) -> str:
+    """A timed group's name: its shape and dtype (``4096x14336 bfloat16``), its weights' labels'
+    first two words."""
+    return " ".join(manifest["weights"][members(manifest, group)[0]]["label"].split()[:2])
+
+
 def trusted_env(extra: dict | None = None) -> dict:
     """The environment of the processes the clock starts outside the sandbox (the reference,
     Unsloth's): this one's, less the job's variables and anything named like a token, with
@@ -164,17 +175,11 @@ class Session:
     def timed_batch(self, name: str, group: int) -> float:
         """One timed batch of ``group`` (a Challenge A MLP, or a suite weight) by ``name``:
         its seconds; each call's in ``last_calls``."""
-        first = next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)
+        first = members(self.manifest, group)[0]
         copies, layers = self.manifest["copies"][group], self.manifest["layers"][group]
         slots = self.manifest["groups"][group]["count"]
         batch = plan.batch(self.rng, first, copies, layers, slots, self.repeats, self.checks)
-        return self.run(name, batch, self.shape_label(group))
-
-    def shape_label(self, group: int) -> str:
-        label = self.manifest["weights"][
-            next(i for i, w in enumerate(self.manifest["weights"]) if w["group"] == group)
-        ]["label"]
-        return " ".join(label.split()[:2])
+        return self.run(name, batch, group_label(self.manifest, group))
 
     def exactness(self, name: str) -> list[dict]:
         """Every weight once (the matrix and every copy of Challenge A's), each checked: the
@@ -182,17 +187,16 @@ class Session:
         entries = []
         weights = self.manifest["weights"]
         for group, spec in enumerate(self.manifest["groups"]):
-            members = [i for i, w in enumerate(weights) if w["group"] == group]
-            batch = plan.each_once(members, spec["count"])
-            shape = "exactness matrix" if group >= len(self.manifest["copies"]) else self.shape_label(group)
+            ids = members(self.manifest, group)
+            batch = plan.each_once(ids, spec["count"])
+            shape = "exactness matrix" if group >= len(self.manifest["copies"]) else group_label(self.manifest, group)
             try:
                 self.run(name, batch, shape)
             except Failed as failure:
                 return [*entries, failure.entry]
             check = "bitsandbytes, in the reference process"
             entries += [
-                {"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True}
-                for w in members
+                {"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True} for w in ids
             ]
         return entries
 
@@ -229,10 +233,9 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
 
 
 def sizes(manifest: dict) -> list[dict]:
-    """The record's shapes: each Challenge A group's label and mean bytes per call."""
+    """The record's shapes: each timed group's label and mean bytes per call."""
     out = []
     for group in range(len(manifest["copies"])):
-        members = [w for w in manifest["weights"] if w["group"] == group]
-        label = " ".join(members[0]["label"].split()[:2])
-        out.append({"label": label, "bytes_per_call": sum(w["bytes_moved"] for w in members) / len(members)})
+        moved = [manifest["weights"][w]["bytes_moved"] for w in members(manifest, group)]
+        out.append({"label": group_label(manifest, group), "bytes_per_call": sum(moved) / len(moved)})
     return out

@@ -3,9 +3,12 @@ first, with the file descriptors it lends (the regions, ``SCM_RIGHTS``) on its f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import struct
+import sys
+from collections.abc import Callable
 
 MAX_BYTES = 1 << 24
 MAX_FDS = 8
@@ -51,3 +54,27 @@ def said(error: BaseException, limit: int = 300) -> str:
     first = (str(error).strip().splitlines() or [""])[0]
     text = f"{type(error).__name__}: {first}"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def serve_clock(prog: str, usage: str, fds: list[str], serve: Callable, ok: bool = True) -> int:
+    """The entry of a process the clock starts (the reference, a call process): ``serve(sock,
+    line)`` on the socket and channel whose descriptors ``fds`` name. A wrong start (``ok`` false,
+    or no two descriptors of the clock's) is one line and exit 2; a failure while serving is told
+    to the clock in one line, then raised for the log."""
+    from harness.clock.channel import Channel
+
+    if not ok or len(fds) != 2 or not all(w.isdigit() for w in fds):
+        print(f"usage: python -P -m {prog} {usage} (started by the clock; exit 2)", file=sys.stderr)
+        return 2
+    try:
+        sock = socket.socket(fileno=int(fds[0]))
+        line = Channel(int(fds[1]))
+    except (OSError, ValueError) as error:
+        print(f"{prog}: descriptors {fds[0]}, {fds[1]} are not the clock's: {error} (exit 2)", file=sys.stderr)
+        return 2
+    try:
+        return serve(sock, line)
+    except Exception as error:
+        with contextlib.suppress(OSError):
+            send(sock, {"error": said(error)})
+        raise

@@ -30,10 +30,11 @@ class Batch:
     final: tuple  # (slot, weight) the reference checks at the end: each written slot's last weight
 
 
-def pool(copy_bytes: int, output_bytes: int, working_set: int) -> tuple[int, int]:
-    """(copies of an MLP's weights, output slots) so that each side alone moves ``working_set``
-    bytes (twice L2 on the GPU) before any of it comes round again."""
-    copies = min(MAX_COPIES, max(1, math.ceil(working_set / copy_bytes)))
+def pool(copy_bytes: int, output_bytes: int, working_set: int, layers: int = LAYERS) -> tuple[int, int]:
+    """(copies of a group's ``layers`` weights, output slots) so that each side alone moves
+    ``working_set`` bytes (twice L2 on the GPU) before any of it comes round again, and a batch has
+    the MIN_WEIGHTS it needs (a lone weight gets a second copy)."""
+    copies = min(MAX_COPIES, max(math.ceil(MIN_WEIGHTS / layers), math.ceil(working_set / copy_bytes)))
     slots = min(MAX_SLOTS, max(MIN_SLOTS, math.ceil(working_set / output_bytes)))
     return copies, slots
 

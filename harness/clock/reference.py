@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 import sys
 import time
+from functools import partial
 
 from harness.clock import channel as ch
 from harness.clock import inputs, messages, plan
@@ -30,14 +31,11 @@ def sizes(setup: dict) -> list[tuple[int, int, int]]:
     suite's weights."""
     import torch
 
-    def itemsize(dtype: str) -> int:
-        return torch.empty((), dtype=getattr(torch, dtype)).element_size()
-
-    found = [(plan.LAYERS, hd * m, itemsize(dtype)) for hd, m, dtype, _ in setup.get("challenge", [])]
+    found = [(plan.LAYERS, hd * m, getattr(torch, dtype).itemsize) for hd, m, dtype, _ in setup.get("challenge", [])]
     for key in setup.get("suite", []):
         shape, dtype = key.split()
         rows, cols = (int(n) for n in shape.split("x"))
-        found.append((1, rows * cols, itemsize(dtype)))
+        found.append((1, rows * cols, getattr(torch, dtype).itemsize))
     return found
 
 
@@ -47,8 +45,7 @@ def pools(setup: dict, working_set: int) -> tuple[list[int], list[int], list[int
     copies, layers, slots = [], [], []
     for count, n, itemsize in sizes(setup):
         one_copy = count * (n // 2 + n // 64)  # packed codes and first-level absmax
-        c, s = plan.pool(one_copy, n * itemsize, working_set)
-        c = max(c, plan.MIN_WEIGHTS // count + (plan.MIN_WEIGHTS % count > 0))  # a lone weight gets a second copy
+        c, s = plan.pool(one_copy, n * itemsize, working_set, count)
         copies.append(c)
         layers.append(count)
         slots.append(s)
@@ -70,12 +67,8 @@ def build(setup: dict, copies: list[int]) -> list:
         mlps, copies[: len(mlps)], seeds, lambda hd, m, dtype, seed: workload.build_mlp(hd, m, dtype, seed, device)
     )
 
-    def suite_weight(rows: int, cols: int, dtype: str, seed: int):
-        torch.manual_seed(seed)
-        return workload.linear4bit(cols, rows, getattr(torch, dtype), device)
-
     keys = setup.get("suite", [])
-    weights += inputs.suite(keys, copies[len(mlps) :], len(mlps), suite_weight)
+    weights += inputs.suite(keys, copies[len(mlps) :], len(mlps), partial(workload.suite_weight, device=device))
     if setup.get("matrix"):
         weights += inputs.matrix(device, group=len(mlps) + len(keys))
     return weights
@@ -158,29 +151,7 @@ def versions() -> dict:
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if len(words) != 2 or not all(w.isdigit() for w in words):
-        print(
-            "usage: python -P -m harness.clock.reference SOCKET_FD CHANNEL_FD (started by the clock; exit 2)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        sock = socket.socket(fileno=int(words[0]))
-        line = ch.Channel(int(words[1]))
-    except (OSError, ValueError) as error:
-        print(
-            f"harness.clock.reference: descriptors {words[0]}, {words[1]} are not the clock's: {error} (exit 2)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        return serve(sock, line)
-    except Exception as error:
-        try:
-            messages.send(sock, {"error": messages.said(error)})
-        except OSError:
-            pass
-        raise
+    return messages.serve_clock("harness.clock.reference", "SOCKET_FD CHANNEL_FD", words, serve)
 
 
 if __name__ == "__main__":

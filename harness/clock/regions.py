@@ -164,9 +164,7 @@ class Region:
         """The ``dtype`` tensor of ``shape`` at byte ``offset``; ValueError where it leaves the region."""
         import math
 
-        import torch
-
-        nbytes = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        nbytes = math.prod(shape) * dtype.itemsize
         if offset % ALIGN or offset < 0 or offset + nbytes > self.size:
             raise ValueError(f"a view of {nbytes} bytes at {offset} does not fit a region of {self.size} bytes")
         return self.bytes[offset : offset + nbytes].view(dtype).reshape(shape)

@@ -96,7 +96,11 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
         for _ in range(WARM_CALLS):
             call(w, 0)
     said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
-    said["peak_bytes"] = {entry["label"]: peak_bytes(call, w, device) for w, entry in enumerate(manifest["weights"])}
+    firsts = {}  # each timed group's first weight (copy #0): the one whose peak the regression check compares
+    for w, entry in enumerate(manifest["weights"]):
+        if entry["group"] < len(manifest["copies"]):
+            firsts.setdefault(entry["group"], w)
+    said["peak_bytes"] = {manifest["weights"][w]["label"]: peak_bytes(call, w, device) for w in firsts.values()}
     messages.send(sock, said | {"imported_nf4kernel": "nf4kernel" in sys.modules})
     while True:
         op, a, b = line.next()
@@ -117,31 +121,13 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    if len(words) != 3 or words[0] not in IMPLEMENTATIONS or not all(w.isdigit() for w in words[1:]):
-        print(
-            f"usage: python -P -m harness.clock.worker {{{','.join(IMPLEMENTATIONS)}}} SOCKET_FD CHANNEL_FD "
-            "(started by the clock; exit 2)",
-            file=sys.stderr,
-        )
-        return 2
-    impl, sock_fd, channel_fd = words
-    try:
-        sock = socket.socket(fileno=int(sock_fd))
-        line = ch.Channel(int(channel_fd))
-    except (OSError, ValueError) as error:
-        print(
-            f"harness.clock.worker: descriptors {sock_fd}, {channel_fd} are not the clock's: {error} (exit 2)",
-            file=sys.stderr,
-        )
-        return 2
-    try:
+    impl = words[0] if words else ""
+    usage = f"{{{','.join(IMPLEMENTATIONS)}}} SOCKET_FD CHANNEL_FD"
+
+    def serve_impl(sock: socket.socket, line: ch.Channel) -> int:
         return serve(impl, sock, line)
-    except Exception as error:  # said to the clock, which reports it; the traceback is for the log
-        try:
-            messages.send(sock, {"ready": False, "error": messages.said(error)})
-        except OSError:
-            pass
-        raise
+
+    return messages.serve_clock("harness.clock.worker", usage, words[1:], serve_impl, ok=impl in IMPLEMENTATIONS)
 
 
 if __name__ == "__main__":

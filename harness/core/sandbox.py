@@ -275,35 +275,22 @@ def started(argv: list[str], *, pass_fds: tuple[int, ...] = (), **view):
     with everything it started, if it is still running."""
     with filter_fd() as fd:
         line, env = command(argv, seccomp_fd=fd, **view)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        to_log = _fileno(sys.stdout)
-        nonce = secrets.token_hex(16)
-        os.write(to_log, f"::stop-commands::{nonce}\n".encode())
-        process = subprocess.Popen(
-            line, env=env, stdout=to_log, stderr=to_log, start_new_session=True, pass_fds=(*passed(fd), *pass_fds)
-        )
-        try:
-            yield process
-        finally:
-            if process.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(process.pid, 9)
-            process.wait()
-            os.write(to_log, f"::{nonce}::\n".encode())
+        with _commands_stopped(True) as to_log:
+            process = subprocess.Popen(
+                line, env=env, stdout=to_log, stderr=to_log, start_new_session=True, pass_fds=(*passed(fd), *pass_fds)
+            )
+            try:
+                yield process
+            finally:
+                if process.poll() is None:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(process.pid, 9)
+                process.wait()
 
 
 def _run(argv, timeout, stdout, stderr, fd, view) -> subprocess.CompletedProcess:
     line, env = command(argv, seccomp_fd=fd, **view)
-    to_log = None
-    if stdout is None or stderr is None:
-        sys.stderr.flush()
-        sys.stdout.flush()
-        to_log = _fileno(sys.stdout)
-    nonce = secrets.token_hex(16)
-    if to_log is not None:
-        os.write(to_log, f"::stop-commands::{nonce}\n".encode())
-    try:
+    with _commands_stopped(stdout is None or stderr is None) as to_log:
         process = subprocess.Popen(
             line,
             env=env,
@@ -319,10 +306,26 @@ def _run(argv, timeout, stdout, stderr, fd, view) -> subprocess.CompletedProcess
             os.killpg(process.pid, 9)
             process.communicate()
             raise
-    finally:
-        if to_log is not None:
-            os.write(to_log, f"::{nonce}::\n".encode())
     return subprocess.CompletedProcess(line, process.returncode, out, err)
+
+
+@contextlib.contextmanager
+def _commands_stopped(to_log: bool):
+    """With ``to_log``: this process's stdout descriptor, ``::stop-commands::<nonce>`` written to it
+    before the block and ``::<nonce>::`` after, the nonce made here and never shown to what the
+    block runs; without, None and nothing written."""
+    if not to_log:
+        yield None
+        return
+    sys.stderr.flush()
+    sys.stdout.flush()
+    log = _fileno(sys.stdout)
+    nonce = secrets.token_hex(16)
+    os.write(log, f"::stop-commands::{nonce}\n".encode())
+    try:
+        yield log
+    finally:
+        os.write(log, f"::{nonce}::\n".encode())
 
 
 def _fileno(stream) -> int:

@@ -106,13 +106,14 @@ def key(shape: str, dtype: str) -> str:
     return f"{shape} {dtype}"
 
 
-def suite_weight(shape: str, dtype: str, seed: int = 0):
-    """The asv suite's weight ``shape`` (a key of SHAPES), dequantizing to ``dtype``."""
+def suite_weight(shape: str, dtype: str, seed: int = 0, device: str = "cuda"):
+    """The weight ``shape`` (``"RxC"``: out x in features, as SHAPES' keys spell the asv suite's),
+    dequantizing to ``dtype``."""
     import torch
 
-    out_features, in_features = SHAPES[shape]
+    out_features, in_features = (int(n) for n in shape.split("x"))
     torch.manual_seed(seed)
-    return linear4bit(in_features, out_features, getattr(torch, dtype))
+    return linear4bit(in_features, out_features, getattr(torch, dtype), device)
 
 
 # --- Implementations: each takes a Linear4bit and returns its dequantized weight ------------------

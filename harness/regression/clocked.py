@@ -63,7 +63,7 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
     """``rounds`` paired rounds of ``keys``: one record pass."""
     found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}}
     for key in keys:
-        first = next(w for w in session.manifest["weights"] if w["group"] == groups[key])
+        first = session.manifest["weights"][judge.members(session.manifest, groups[key])[0]]
         found["bytes"][key] = math.prod(first["tensors"]["packed"][2])  # uint8 codes: one byte each
     for r in range(rounds):
         order = SIDES if r % 2 == 0 else SIDES[::-1]

@@ -57,6 +57,7 @@ def test_two_slots_and_two_alternating_weights_still_never_find_a_slot_holding_t
 def test_the_pool_outgrows_the_working_set_within_its_bounds():
     assert plan.pool(10, 100, 1000) == (100 if plan.MAX_COPIES >= 100 else plan.MAX_COPIES, 10)
     assert plan.pool(10**9, 10**9, 1) == (1, plan.MIN_SLOTS)
+    assert plan.pool(10**9, 10**9, 1, layers=1) == (plan.MIN_WEIGHTS, plan.MIN_SLOTS)  # a lone weight: two copies
     with pytest.raises(ValueError):
         plan.batch(random.Random(0), 0, 1, plan.LAYERS, 1, 2, 1)
 
