@@ -6,6 +6,8 @@
 #   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
+#   bash dev/gpu-machine/gpu-session.sh repo 'rehearse:noop@0,1&' 'rehearse:hostile-timers@2&' 'aa-regression:5@3&' wait
+#                                         # side by side on four GPUs, each on its GPU's share of the cores
 #   bash dev/gpu-machine/gpu-session.sh node-closed repo beside:4   # two GPUs: nvidia-smi with the other GPU's node closed; no-op regression runs beside a busy GPU
 #   bash dev/gpu-machine/gpu-session.sh repo gate-beside-tests gate-beside-tests:pinned   # two GPUs: the gate beside the test job, without and with each side on its own cores
 #   bash dev/gpu-machine/gpu-session.sh repo power-noop:10 power-ladder   # the regression check's power
@@ -28,9 +30,17 @@ export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
 timed() { local start=$SECONDS; "$@"; local code=$?; echo "[$* -> exit $code in $((SECONDS - start)) s]"; return $code; }
 # gpu.yml's two commands that the two-GPU steps run beside each other, in the current checkout:
 # its test job, and the gate's measurement of HEAD's kernel (sandboxed) into JSON.
+# on_gpu GPU COMMAND...: on that GPU alone, on its share of the host's cores (the JIT loop's split),
+# so that lanes beside each other keep to their own cores (the trusted clock pins its processes).
+on_gpu() {
+  local gpu=$1 cpus; shift
+  cpus=$(bash "$TREE/tools/gpu-runner/gpu-cpus.sh" "$gpu" "$(nvidia-smi -L | wc -l)") || return 2
+  CUDA_VISIBLE_DEVICES=$gpu taskset -c "$cpus" "$@"
+}
 test_job() { python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider; }
 gate_measure() { python3 -m harness.gate --measure-only --no-classic --kernel HEAD --json "$1"; }
-for step in "$@"; do
+run_step() {
+  local step=$1
   echo "=== $step"
   case $step in
     env)
@@ -99,13 +109,16 @@ for step in "$@"; do
       # A fresh clone of the bundled main (git bundle create .gpu-bundle/repo.bundle main), the
       # offline packages only on the path (not this tree), then the scenario; its logs in one archive
       # (the device returns few files).
-      # rehearse:SCENARIO[:RUNNERS]: RUNNERS jobs at a time, one GPU each (a fleet on this host)
-      spec=${step#rehearse:}; scenario=${spec%%:*}; runners=${spec#*:}; [ "$runners" = "$spec" ] && runners=1
+      # rehearse:SCENARIO[:RUNNERS]: RUNNERS jobs at a time, one GPU each (a fleet on this host);
+      # rehearse:SCENARIO@GPUS: its runners on those GPUs (0,1), beside a rehearsal on the others
+      spec=${step#rehearse:}; at=(); case $spec in *@*) at=(--gpus "${spec#*@}"); spec=${spec%@*} ;; esac
+      scenario=${spec%%:*}; runners=${spec#*:}; [ "$runners" = "$spec" ] && runners=1
+      [ ${#at[@]} -gt 0 ] || at=(--runners "$runners")
       clone=/tmp/rehearse-$scenario-$$
       git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
       command -v python >/dev/null || { mkdir -p /tmp/pybin && ln -sf "$(command -v python3)" /tmp/pybin/python && export PATH=/tmp/pybin:$PATH && echo "(no python on PATH: linked python3)"; }
       (cd "$clone" && git log --oneline -1 && PATH=/tmp/site/bin:$PATH PYTHONPATH=/tmp/site timed python3 -m nox --no-venv -s rehearse -- \
-        "$scenario" --runners "$runners" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
+        "$scenario" "${at[@]}" --out "/tmp/rehearsal-$scenario" --timeout "${REHEARSAL_TIMEOUT:-540}") > "$OUT/rehearse-$scenario.log" 2>&1
       tar czf "$OUT/rehearse-$scenario.tgz" -C /tmp "rehearsal-$scenario"
       grep -E "^rehearsal |exit .* in [0-9]+ s\]" "$OUT/rehearse-$scenario.log" | tail -n 12 ;;
     node-closed)
@@ -216,22 +229,23 @@ for step in "$@"; do
       # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
       # that imports the kernel (--no-sandbox: the design before the trusted clock). After `repo`.
       # Each run's record and log come back in one archive; verdicts.txt holds each exit and line.
+      # clock:LANES@G: the lanes on GPUs G, G+1...
+      spec=${step#clock:}; lane=0; case $spec in *@*) lane=${spec#*@}; spec=${spec%@*} ;; esac
       mkdir -p /tmp/clock-runs; base=$(git rev-parse main)
-      for item in $(echo "${step#clock:}" | tr ',/' '  '); do
+      for item in $(echo "$spec" | tr ',/' '  '); do
         attack=${item%-old}; [ "$attack" = honest ] && continue
         git rev-parse -q --verify "scratch-$attack" > /dev/null && continue
         git checkout -q -B "scratch-$attack" "$base" && python3 -m harness.github.attacks . "$attack" > /dev/null \
           && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $attack" || exit 1
       done
       git checkout -q main
-      lane=0
-      for items in $(echo "${step#clock:}" | tr '/' ' '); do
+      for items in $(echo "$spec" | tr '/' ' '); do
         (
           for item in $(echo "$items" | tr ',' ' '); do
             attack=${item%-old}; ref=main; [ "$attack" = honest ] || ref="scratch-$attack"
             flag=(); [ "$attack" = "$item" ] || flag=(--no-sandbox)
             start=$SECONDS
-            CUDA_VISIBLE_DEVICES=$lane python3 -m harness.gate --no-classic --kernel "$ref" "${flag[@]}" \
+            on_gpu "$lane" python3 -m harness.gate --no-classic --kernel "$ref" "${flag[@]}" \
               --json "/tmp/clock-runs/$item.json" > "/tmp/clock-runs/$item.log" 2>&1
             code=$?
             echo "gpu $lane $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)" "/tmp/clock-runs/$item.log" | tr "\n" " " | cut -c1-400)" \
@@ -242,6 +256,28 @@ for step in "$@"; do
       done
       wait
       tar czf "$OUT/clock-runs.tgz" -C /tmp clock-runs ;;
+    gap@*)
+      # What separates the clock's figure from the in-process one, on GPU G (tools/probes/clock_gap.py).
+      gpu=${step#gap@}
+      timed on_gpu "$gpu" python3 tools/probes/clock_gap.py --json "$OUT/clock-gap.json" > "$OUT/clock-gap.log" 2>&1
+      tail -n 6 "$OUT/clock-gap.log" ;;
+    aa-regression:*)
+      # Issue 46's A/A: gpu.yml's regression job (nox -s regression -- BASE HEAD) of main against a
+      # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. Each run's
+      # exit, wall time and verdict in aa-regression.txt; its summary, record and log in the archive.
+      spec=${step#aa-regression:}; runs=${spec%@*}; gpu=${spec#*@}; [ "$gpu" = "$spec" ] && gpu=0
+      clone=/tmp/aa-$gpu; logs=/tmp/aa-logs/gpu-$gpu; mkdir -p "$logs"
+      git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      (cd "$clone" && git checkout -q -B scratch-noop main && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op" && git checkout -q main) || exit 1
+      for i in $(seq "$runs"); do
+        start=$SECONDS
+        (cd "$clone" && PYTHONPATH=/tmp/site on_gpu "$gpu" python3 -m nox --no-venv -s regression -- main scratch-noop \
+          --summary "$logs/run-$i.md" --record "$logs/run-$i.json") > "$logs/run-$i.log" 2>&1
+        code=$?
+        echo "gpu $gpu run $i exit $code in $((SECONDS - start)) s: $(grep -ahE "^regression: (PASS|FAIL)" "$logs/run-$i.log" | cut -c1-200)" \
+          | tee -a "$OUT/aa-regression.txt"
+      done
+      gzip -f "$logs"/run-*.json; tar czf "$OUT/aa-regression-gpu-$gpu.tgz" -C /tmp/aa-logs "gpu-$gpu" ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
@@ -290,4 +326,14 @@ for step in "$@"; do
     perf) python3 -m harness.tuning.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
   esac
+}
+# A step ending in & runs in the background, beside the next ones (each on GPUs of its own: the
+# rehearse step's @GPUS, the lanes' CUDA_VISIBLE_DEVICES); `wait` waits for those started so far.
+for step in "$@"; do
+  case $step in
+    *'&') run_step "${step%&}" & ;;
+    wait) wait ;;
+    *) run_step "$step" ;;
+  esac
 done
+wait

@@ -1,6 +1,8 @@
 """The trusted clock: it never imports torch, a kernel or Unsloth. It starts the reference process
-and one call process per implementation, hands out the regions, and times batches go-to-done on its
-own clock: from the first call's command to the reference's last check of the batch's outputs.
+and one call process per implementation, hands out the regions, and times batches on its own clock:
+each call from its command to its answer, a batch the sum of its calls (the reference's checks in
+between are not timed: they would cost both sides alike, and an answer given before the work ends
+is what they catch).
 
 Per batch (``plan.py``): the reference poisons the slots; the call process is thawed; each call is
 timed from the command to the answer; drawn calls are checked by the reference right after they
@@ -98,7 +100,8 @@ class Session:
         return list(range(len(self.manifest["copies"])))
 
     def run(self, name: str, batch: plan.Batch, shape: str) -> float:
-        """Seconds from the first command to the last check; Failed naming what was wrong."""
+        """The batch's calls' seconds, each from its command to its answer; Failed naming what was
+        wrong."""
         worker, reference = self.impls[name], self.reference
         if reference.ask(ch.POISON) != ch.YES:
             raise failed(shape, "-", "the reference could not poison the slots")
@@ -106,7 +109,6 @@ class Session:
         took = []
         worker.thaw()
         try:
-            start = now()
             for i, (w, s) in enumerate(batch.calls):
                 began = now()
                 line.send(ch.CALL, w, s)
@@ -121,7 +123,6 @@ class Session:
                     self.check(name, w, s, shape)
             for s, w in batch.final:
                 self.check(name, w, s, shape)
-            seconds = now() - start
         finally:
             worker.freeze()
         self.physics(name, batch, took, shape)
@@ -129,7 +130,7 @@ class Session:
         self.stats["calls"] += len(took)
         if self.quiet:
             self.wait_quiet(name, shape)
-        return seconds
+        return sum(took)
 
     def check(self, name: str, weight: int, slot: int, shape: str) -> None:
         self.stats["checks"] += 1
@@ -204,17 +205,22 @@ class Session:
 @contextlib.contextmanager
 def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.0):
     """The reference and a call process per ``launchers`` entry (name -> (impl, launch)), set up
-    and frozen; yields (Session of those that said they are ready, {name: ready message or error})."""
+    and frozen, each on a core of its own and this process on another where there are cores
+    enough; yields (Session of those that said they are ready, {name: ready message or error})."""
     with contextlib.ExitStack() as stack:
-        reference = processes.start("the reference process", ["harness.clock.reference"], processes.plain(env))
+        cores = processes.cores(2 + len(launchers)) or [None] * (2 + len(launchers))
+        stack.enter_context(processes.pinned(cores[0]))
+        reference = processes.start(
+            "the reference process", ["harness.clock.reference"], processes.plain(env), core=cores[1]
+        )
         stack.callback(processes.end, reference)
         messages.send(reference.sock, setup)
         reference.sock.settimeout(setup_timeout)
         reply, fds = reference.receive("lending its regions")
         handout = {k: reply[k] for k in ("manifest", "inputs_bytes", "slots_bytes")} | {"device": setup["device"]}
         impls = {}
-        for name, (impl, launch) in launchers.items():
-            process = processes.start(f"the {name} process", ["harness.clock.worker", impl], launch)
+        for core, (name, (impl, launch)) in zip(cores[2:], launchers.items(), strict=True):
+            process = processes.start(f"the {name} process", ["harness.clock.worker", impl], launch, core=core)
             stack.callback(processes.end, process)
             process.sock.settimeout(setup_timeout)
             messages.send(process.sock, handout, fds)

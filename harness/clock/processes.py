@@ -1,7 +1,9 @@
 """The clock's processes: started with their socket and channel, stopped whole between their
 batches, ended whole.
 
-A process under test is frozen (``SIGSTOP`` to it and every process descended from it, found
+Each process runs on a core of its own where this one has cores enough (``cores``): the clock and
+the process it times both spin, and neither then waits for a core the other, the reference or the
+job's other work holds. A process under test is frozen (``SIGSTOP`` to it and every process descended from it, found
 through ``/proc`` until no new one appears) whenever the clock is not timing it: it can launch
 nothing on the GPU while another implementation is timed. What it had queued before still runs,
 which the reference's probe sees (``judge.py`` waits until the GPU is quiet).
@@ -94,12 +96,36 @@ def descendants(root: int) -> set[int]:
     return found
 
 
-def start(name: str, argv_tail: list[str], launch) -> Process:
-    """``launch(argv, pass_fds) -> Popen`` started on ``python -P -m <module> ... SOCK CHANNEL``."""
+def cores(count: int) -> list[int] | None:
+    """``count`` of the cores this process may run on (the job's share, on a fleet's runner), one
+    for each process of a session, the clock's first; None where there are fewer."""
+    allowed = sorted(os.sched_getaffinity(0))
+    return allowed[:count] if len(allowed) >= count else None
+
+
+@contextlib.contextmanager
+def pinned(core: int | None):
+    """This process on ``core`` alone for the block (a process it starts inherits it), then on the
+    cores it had; nothing where ``core`` is None."""
+    if core is None:
+        yield
+        return
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {core})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def start(name: str, argv_tail: list[str], launch, core: int | None = None) -> Process:
+    """``launch(argv, pass_fds) -> Popen`` started on ``python -P -m <module> ... SOCK CHANNEL``,
+    on ``core`` alone where one is given (inherited through bubblewrap and exec)."""
     mine, theirs = socket.socketpair()
     line = ch.Channel.create()
     argv = [sys.executable, "-P", "-m", *argv_tail, str(theirs.fileno()), str(line.fd)]
-    popen = launch(argv, (theirs.fileno(), line.fd))
+    with pinned(core):
+        popen = launch(argv, (theirs.fileno(), line.fd))
     theirs.close()
     return Process(name, popen, mine, line)
 

@@ -12,7 +12,7 @@ decides in a later step (``--replay``), in a process where the kernel under test
 
 With ``--kernel`` on a GPU (what the workflows run) the trusted clock measures (``sandboxed.py``,
 ``harness/clock``): correctness checked by a reference process on the exactness matrix and every
-weight, timing of each implementation in a process of its own, batches timed go-to-done by this
+weight, timing of each implementation in a process of its own, each call timed from its command to its answer by this
 process, which imports neither torch nor the kernel. Otherwise, in this process:
 
 1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and

@@ -10,7 +10,7 @@ process never imports torch, a kernel or Unsloth; it stages the kernel, starts
 
 checks the candidate's outputs on the exactness matrix and every Challenge A weight, then times
 interleaved rounds of Challenge A batches (1000 x (up, gate, down) per MLP, every call
-synchronized), each batch go-to-done on its own clock, and writes the record. The candidate's
+synchronized), each call from its command to its answer on its own clock, and writes the record. The candidate's
 process writes no record and times nothing: what it prints is log.
 """
 

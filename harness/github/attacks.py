@@ -1,7 +1,8 @@
 """Issue 46's attack set: what a candidate's ``nf4kernel/__init__.py`` can do to the figures a verdict
 rests on, each a few lines appended to the package's ``__init__.py`` (``plant``). The tests show each
 one fooling a measurement taken in the process that imported it (the design before the trusted
-clock) and failing against the clock; ``tools/probes/clock_attacks.sh`` runs them on a GPU.
+clock) and failing against the clock; on a GPU, ``dev/gpu-machine/gpu-session.sh``'s ``clock:`` step
+runs them through the gate, and the rehearsal's ``hostile-<attack>`` scenarios through gpu.yml.
 
 * ``timers``: every call does its work twice, and the process's clocks lose 60% of the time spent
   in its calls (``time``'s counters), CUDA events and ``triton.testing.do_bench`` read 0.4x.

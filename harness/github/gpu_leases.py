@@ -63,17 +63,20 @@ def release(folder: Path, job: str) -> list[str]:
     return freed
 
 
-def cpu_shares(gpus: list[str], split: Path) -> str:
-    """``NF4KERNEL_GPU_CPUS`` for ``gpus``: each GPU's even share of this host's cores, as
-    ``GPU=CPUS`` words, from ``split`` (tools/gpu-runner/gpu-cpus.sh, the JIT loop's). RuntimeError
-    where the host has too few cores to give each GPU one."""
+def cpu_shares(gpus: list[str], split: Path, host: list[str] | None = None) -> str:
+    """``NF4KERNEL_GPU_CPUS`` for ``gpus``: each GPU's even share of this host's cores among
+    ``host``'s GPUs (default ``gpus``; the JIT loop splits by every GPU of the host, so rehearsals
+    side by side on other GPUs keep to their own cores), as ``GPU=CPUS`` words, from ``split``
+    (tools/gpu-runner/gpu-cpus.sh, the JIT loop's). RuntimeError where the host has too few cores
+    to give each GPU one."""
+    every = list(host or gpus)
     shares = []
-    for position, gpu in enumerate(gpus):
+    for gpu in gpus:
         done = subprocess.run(
-            ["bash", str(split), str(position), str(len(gpus))], capture_output=True, text=True, check=False
+            ["bash", str(split), str(every.index(gpu)), str(len(every))], capture_output=True, text=True, check=False
         )
         if done.returncode != 0:
-            raise RuntimeError(f"no cores of their own for {len(gpus)} runners: {done.stderr.strip()}")
+            raise RuntimeError(f"no cores of their own for {len(every)} runners: {done.stderr.strip()}")
         shares.append(f"{gpu}={done.stdout.strip()}")
     return " ".join(shares)
 

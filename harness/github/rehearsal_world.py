@@ -197,11 +197,12 @@ class World:
         echo: bool = False,
         env=None,
         gpus: tuple[str, ...] = (),
+        host_gpus: tuple[str, ...] = (),
     ) -> Run:
         """act EVENT on ``workflows``, every job on this machine: one at a time (they share its GPU),
         or with ``gpus`` as many at a time as there are GPUs, each job on one GPU of its own and that
-        GPU's share of the cores for its whole length (``gpu_leases.py``), as a fleet of one-GPU
-        runners runs them."""
+        GPU's share of the cores (among ``host_gpus``, default ``gpus``) for its whole length
+        (``gpu_leases.py``), as a fleet of one-GPU runners runs them."""
         labels = {"ubuntu-latest", "self-hosted", "linux", "x64", "gpu", *act.runner_labels()}
         standins = {}
         for path in workflows.glob("*.yml"):
@@ -232,7 +233,7 @@ class World:
             leases.mkdir(exist_ok=True)
             shims = gpu_leases.shim(self.scratch / "gpu-shim", real)
             try:
-                cpus = gpu_leases.cpu_shares(list(gpus), GPU_CPUS)
+                cpus = gpu_leases.cpu_shares(list(gpus), GPU_CPUS, list(host_gpus) or None)
             except RuntimeError as error:  # a GPU host has cores enough; a small CPU machine may not
                 print(f"rehearsal: the jobs share this machine's cores, not pinned ({error})", file=sys.stderr)
                 cpus = ""

@@ -2,6 +2,7 @@
 
     python -m harness.github.rehearse SCENARIO [--out DIR]        # nox -s rehearse -- SCENARIO
     python -m harness.github.rehearse SCENARIO --runners 2        # two runners at once, one GPU each
+    python -m harness.github.rehearse SCENARIO --gpus 2,3         # runners on GPUs 2 and 3, beside another
     python -m harness.github.rehearse --list
 
 nektos act (host mode: the jobs are processes here, on this machine's GPU) runs the workflows as
@@ -44,7 +45,9 @@ workflows with recorded measurements in place of the GPU steps (tests/harness/cp
 The jobs run on this machine's GPU type alone (``.github/gpu-types.toml``), one at a time; with
 ``--runners N``, N at a time, each job on one GPU of its own for its whole length
 (``gpu_leases.py``), as N one-GPU runners of a fleet would run them. ``jobs.json`` then shows what
-ran in parallel and the wall time.
+ran in parallel and the wall time. ``--gpus`` names the runners' GPUs, each job then on its GPU's
+share of the host's cores as the JIT loop splits them, so that rehearsals on a host's other GPUs
+keep to theirs.
 
 The world and act's runner are ``rehearsal_world.py``; the scenarios, their plants and what each
 expects, ``scenarios.py``; this module is the command and what it writes.
@@ -95,6 +98,7 @@ def rehearse(
     echo: bool = True,
     types: tuple[str, ...] = (),
     gpus: tuple[str, ...] = (),
+    host_gpus: tuple[str, ...] = (),
 ) -> int:
     scenario = SCENARIOS[name]
     out.mkdir(parents=True, exist_ok=True)
@@ -110,7 +114,7 @@ def rehearse(
         print(f"rehearsal {name}: {scenario.about}", flush=True)
         print(f"rehearsal {name}: main {world.main[:12]}, under test {candidate[:12]}, event {event}", flush=True)
         started = time.perf_counter()
-        run = world.run(event, payload, workflows, timeout=timeout, echo=echo, gpus=gpus)
+        run = world.run(event, payload, workflows, timeout=timeout, echo=echo, gpus=gpus, host_gpus=host_gpus)
         wall = time.perf_counter() - started
         problems = check(scenario, run, world, candidate)
         write_outputs(out, name, scenario, run, world, candidate, wall, problems)
@@ -151,6 +155,11 @@ def main(argv=None) -> int:
         default=1,
         help="runners at once, each job on one GPU of its own (a fleet on one host); at most this type's GPUs (1)",
     )
+    parser.add_argument(
+        "--gpus",
+        help="the runners' GPUs, nvidia-smi's indices (2,3): a rehearsal beside another on this host's other GPUs, "
+        "each job on its GPU's share of the cores; replaces --runners",
+    )
     args = parser.parse_args(argv)
     if args.list or not args.scenario:
         width = max(map(len, SCENARIOS))
@@ -185,6 +194,18 @@ def main(argv=None) -> int:
     if git("status", "--porcelain", "--untracked-files=no", cwd=ROOT):
         print("rehearsal: uncommitted changes are not rehearsed: main is HEAD as committed", flush=True)
     gpus = tuple(index for index, gpu_type in found if gpu_type == types[0])
+    if args.gpus is not None:
+        chosen = tuple(args.gpus.split(","))
+        if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= set(gpus):
+            print(
+                f"rehearsal: --gpus is a list of this machine's {types[0]} GPUs ({','.join(gpus)}), not {args.gpus!r}",
+                file=sys.stderr,
+            )
+            return 2
+        out = args.out or ROOT / ".rehearsal" / args.scenario
+        return rehearse(
+            args.scenario, out, args.timeout, types=types[:1], gpus=chosen, host_gpus=tuple(i for i, _ in found)
+        )
     if not 1 <= args.runners <= len(gpus):
         print(
             f"rehearsal: --runners is 1 to {len(gpus)} (this machine's {types[0]} GPUs), not {args.runners}",

@@ -96,6 +96,23 @@ def clocked(tmp_path_factory):
         yield session, ready
 
 
+def test_each_process_runs_on_the_core_it_was_given_and_the_clock_gets_its_own_back(monkeypatch):
+    """Where there are cores enough, the clock, the reference and each call process get one each
+    (on this machine, maybe fewer than four, they are handed out in turn)."""
+    mine = sorted(os.sched_getaffinity(0))
+    given = [mine[i % len(mine)] for i in range(4)]
+    monkeypatch.setattr(processes, "cores", lambda count: given[:count])
+    trusted = judge.trusted_env({"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
+    launchers = {name: (name, processes.plain(trusted)) for name in ("bitsandbytes", "nf4kernel")}
+    with judge.session(launchers, SETUP, trusted) as (session, _):
+        assert os.sched_getaffinity(0) == {given[0]}
+        assert os.sched_getaffinity(session.reference.popen.pid) == {given[1]}
+        assert [os.sched_getaffinity(session.impls[n].popen.pid) for n in launchers] == [{given[2]}, {given[3]}]
+        session.repeats, session.quiet = 2, False
+        assert session.timed_batch("nf4kernel", 0) > 0
+    assert sorted(os.sched_getaffinity(0)) == mine
+
+
 def test_every_process_said_ready_but_the_one_that_exits_on_import(clocked):
     session, ready = clocked
     assert "exit" not in session.impls and "ended before saying it is ready" in ready["exit"]["error"]
@@ -130,7 +147,7 @@ def test_forged_timers_change_nothing_the_clock_reads(clocked):
     session, _ = clocked
     honest = statistics.median(session.timed_batch("honest", 0) for _ in range(3))
     planted = statistics.median(session.timed_batch("timers", 0) for _ in range(3))
-    assert planted > 1.3 * honest  # twice the work (diluted by the checks, the same for both); its clocks are its own
+    assert planted > 1.3 * honest  # twice the work; its clocks are its own
 
 
 def test_a_record_printed_by_the_candidate_is_log_and_nothing_else(clocked, capfd):

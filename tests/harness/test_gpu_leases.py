@@ -83,6 +83,7 @@ def test_cpu_shares_gives_each_gpu_its_share_or_refuses(tmp_path):
     split = tmp_path / "split.sh"
     split.write_text('[ "$2" -le 2 ] || { echo "too few cores" >&2; exit 2; }; echo "cpus-of-$1"\n')
     assert gpu_leases.cpu_shares(["4", "6"], split) == "4=cpus-of-0 6=cpus-of-1"
+    assert gpu_leases.cpu_shares(["1"], split, host=["0", "1"]) == "1=cpus-of-1"  # beside a rehearsal on GPU 0
     with pytest.raises(RuntimeError, match="no cores of their own for 3 runners: too few cores"):
         gpu_leases.cpu_shares(["0", "1", "2"], split)
 

@@ -67,6 +67,28 @@ def test_without_a_gpu_it_says_so_and_exits_4(monkeypatch, capsys):
     assert "no NVIDIA GPU here" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("gpus", ["", "2", "0,0", "1,x"])
+def test_gpus_must_name_this_machines_gpus_of_its_type(monkeypatch, capsys, gpus):
+    monkeypatch.setattr(rehearse, "gpu_here", lambda: True)
+    monkeypatch.setattr(rehearse, "local_gpus", lambda: [("0", "h200"), ("1", "h200")])
+    monkeypatch.setattr(rehearse.act, "why_not_here", lambda: None)
+    monkeypatch.setattr(rehearse.shutil, "which", lambda name: "/usr/bin/python")
+    monkeypatch.setattr(rehearse, "rehearse", lambda *a, **k: pytest.fail("rehearsed with bad --gpus"))
+    assert rehearse.main(["noop", "--gpus", gpus]) == 2
+    assert "--gpus is a list of this machine's h200 GPUs (0,1)" in capsys.readouterr().err
+
+
+def test_gpus_split_the_cores_among_every_gpu_of_the_host(monkeypatch):
+    monkeypatch.setattr(rehearse, "gpu_here", lambda: True)
+    monkeypatch.setattr(rehearse, "local_gpus", lambda: [("0", "h200"), ("1", "h200"), ("2", "h200")])
+    monkeypatch.setattr(rehearse.act, "why_not_here", lambda: None)
+    monkeypatch.setattr(rehearse.shutil, "which", lambda name: "/usr/bin/python")
+    seen = {}
+    monkeypatch.setattr(rehearse, "rehearse", lambda *a, **k: seen.update(k) or 0)
+    assert rehearse.main(["noop", "--gpus", "2"]) == 0
+    assert seen["gpus"] == ("2",) and seen["host_gpus"] == ("0", "1", "2")
+
+
 @pytest.mark.parametrize("hidden", ["", "-1"])
 def test_a_gpu_hidden_from_cuda_is_no_gpu_even_where_nvidia_smi_lists_one(tmp_path, monkeypatch, hidden):
     """The CPU tests hide a GPU machine's GPU with CUDA_VISIBLE_DEVICES=""; nvidia-smi ignores it. On
