@@ -329,9 +329,10 @@ run_step() {
 }
 # A step ending in & runs in the background, beside the next ones (each on GPUs of its own: the
 # rehearse step's @GPUS, the lanes' CUDA_VISIBLE_DEVICES); `wait` waits for those started so far.
+# Steps joined by + run one after the other (in the background: A+B&).
 for step in "$@"; do
   case $step in
-    *'&') run_step "${step%&}" & ;;
+    *'&') (IFS=+; for one in ${step%&}; do run_step "$one"; done) & ;;
     wait) wait ;;
     *) run_step "$step" ;;
   esac
