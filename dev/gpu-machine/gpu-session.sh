@@ -266,8 +266,8 @@ run_step() {
       # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. Each run's
       # exit, wall time and verdict in aa-regression.txt; its summary, record and log in the archive.
       spec=${step#aa-regression:}; runs=${spec%@*}; gpu=${spec#*@}; [ "$gpu" = "$spec" ] && gpu=0
-      clone=/tmp/aa-$gpu; logs=/tmp/aa-logs/gpu-$gpu; mkdir -p "$logs"
-      git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
+      clone=/tmp/aa-$gpu; logs=/tmp/aa-logs/gpu-$gpu-$$; mkdir -p "$logs"
+      [ -d "$clone/.git" ] || git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
       (cd "$clone" && git checkout -q -B scratch-noop main && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op" && git checkout -q main) || exit 1
       for i in $(seq "$runs"); do
         start=$SECONDS
@@ -277,7 +277,7 @@ run_step() {
         echo "gpu $gpu run $i exit $code in $((SECONDS - start)) s: $(grep -ahE "^regression: (PASS|FAIL)" "$logs/run-$i.log" | cut -c1-200)" \
           | tee -a "$OUT/aa-regression.txt"
       done
-      gzip -f "$logs"/run-*.json; tar czf "$OUT/aa-regression-gpu-$gpu.tgz" -C /tmp/aa-logs "gpu-$gpu" ;;
+      gzip -f "$logs"/run-*.json; tar czf "$OUT/aa-regression-gpu-$gpu-$$.tgz" -C /tmp/aa-logs "gpu-$gpu-$$" ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
@@ -332,7 +332,7 @@ run_step() {
 # Steps joined by + run one after the other (in the background: A+B&).
 for step in "$@"; do
   case $step in
-    *'&') (IFS=+; for one in ${step%&}; do run_step "$one"; done) & ;;
+    *'&') (IFS=+ read -ra chain <<< "${step%&}"; for one in "${chain[@]}"; do run_step "$one"; done) & ;;
     wait) wait ;;
     *) run_step "$step" ;;
   esac
