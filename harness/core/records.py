@@ -51,7 +51,7 @@ from harness.core.gate_record import (
     check_gate,
     read_gate,
 )
-from harness.core.regression_record import SIDES, check_pass, check_regression, read_regression
+from harness.core.regression_record import SIDES, WRONG_OUTPUT, check_pass, check_regression, read_regression
 from harness.core.schema import COMMIT_HASH, SECONDS_RANGE, RecordError, Where, read_json
 
 __all__ = [
@@ -66,6 +66,7 @@ __all__ = [
     "SECONDS_RANGE",
     "SIDES",
     "UNVERSIONED",
+    "WRONG_OUTPUT",
     "RecordError",
     "Where",
     "check_asv_result",

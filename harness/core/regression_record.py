@@ -26,6 +26,7 @@ from harness.core.schema import (
 )
 
 SIDES = ("base", "head")
+WRONG_OUTPUT = 3  # the exit code of a measurement that found a kernel's output wrong
 
 
 def read_regression(path: str | Path, name: str | None = None) -> dict:
@@ -36,11 +37,18 @@ def read_regression(path: str | Path, name: str | None = None) -> dict:
 def check_regression(record: Any, file: str = "the regression record") -> dict:
     """``record`` if it is a regression record (``clocked.measure``, with BASE and HEAD) a
     verdict can be decided on; RecordError otherwise. Its ``rule`` (the limits it was measured with)
-    is checked, never applied: the limits are the deciding harness's own."""
+    is checked, never applied: the limits are the deciding harness's own. A measurement that found a
+    kernel's output wrong has no passes, only ``failed`` (its exit code, 3, and what was wrong)."""
     where = Where(file)
     an_object(record, where)
     for key in ("base", "head", "device"):
         optional(record, key, where, a_string)
+    if "failed" in record:
+        failed = an_object(record["failed"], where.key("failed"))
+        if required(failed, "exit_code", where.key("failed"), an_int) != WRONG_OUTPUT:
+            where.key("failed").key("exit_code").fail(f"{shown(failed['exit_code'])} is not {WRONG_OUTPUT}")
+        required(failed, "reason", where.key("failed"), a_string, nonempty=True)
+        return record
     optional(record, "environment", where, an_object)
     rule = optional(record, "rule", where, an_object) or {}
     for key in ("min_change", "min_group_change"):

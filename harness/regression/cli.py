@@ -32,7 +32,8 @@ got slower (named in the table and on the last lines). Exit 2: bad arguments (BA
 nf4kernel package, a --record or --summary with no folder to go in), or a record that breaks its
 schema (``records.py``) or can't support a verdict (a pass of fewer than two rounds, which carries no
 round-to-round noise; suspects never re-measured: it fails closed), said in one line. Exit 3: a
-kernel's output differs from bitsandbytes'. Exit 4: no CUDA GPU here.
+kernel's output differs from bitsandbytes' (with ``--record``, a record saying so, which ``--replay``
+reports in the summary). Exit 4: no CUDA GPU here.
 """
 
 from __future__ import annotations
@@ -110,6 +111,21 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
     return 0
 
 
+def report_failed(record: dict, summary_path: str | None) -> int:
+    """A measurement that found a kernel's output wrong: its one line, and the summary saying so; exit 3."""
+    base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
+    reason = record["failed"]["reason"]
+    print(f"regression: FAIL: {md.line(reason, limit=None)} (exit 3)", flush=True)
+    if summary_path:
+        try:
+            with open(summary_path, "a") as f:
+                f.write(f"### Regression check: {base} → {head}\n\n**FAIL**: {md.text(reason, limit=None)}\n")
+        except OSError as error:
+            print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
+            return 2
+    return record["failed"]["exit_code"]
+
+
 def replay(path: str, args) -> int:
     """The verdict on a record, after its schema (``records.check_regression``)."""
     try:
@@ -118,6 +134,8 @@ def replay(path: str, args) -> int:
             full = wanted if records.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
             if record[side] != full:
                 raise records.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
+        if "failed" in record:
+            return report_failed(record, args.summary)
         verdict = regression_rule.decide(record, args.min_change, args.min_group_change)
     except records.RecordError as error:
         return no_verdict(str(error))
@@ -212,6 +230,8 @@ def main(argv=None) -> int:
             print(f"regression: --record {args.record}: {error.strerror or error}; nothing kept (exit 2)", flush=True)
             return 2
         print(f"regression: the measurement is in {args.record}", flush=True)
+    if "failed" in record:
+        return report_failed(record, None if args.measure_only else args.summary)
     if args.device == "cpu":
         print("regression: the CPU smoke run times Triton's interpreter: no speed verdict (exit 0)", flush=True)
         return 0
@@ -244,8 +264,10 @@ def measure(args, base: str, head: str) -> dict | int:
                 min_group_change=args.min_group_change or regression_rule.DEFAULT_MIN_GROUP_CHANGE,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
+        if error.exit_code == records.WRONG_OUTPUT:  # a finding, kept for the verdict's step
+            return {"device": args.device, "failed": {"exit_code": error.exit_code, "reason": str(error)}}
         print(f"regression: {md.line(error, limit=None)}", flush=True)
-        return error.exit_code if error.exit_code in (2, 3, 4) else 2
+        return error.exit_code if error.exit_code in (2, 4) else 2
     except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
         print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)
         return 2

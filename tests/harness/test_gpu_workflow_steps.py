@@ -4,6 +4,7 @@ ones (an H200's); the rest is what the GPU runner runs. Each test names the hole
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -63,6 +64,39 @@ def test_a_pr_that_edits_the_harness_to_pass_itself_still_gets_the_bases_verdict
     own = [sys.executable, "-P", "-m", "harness.gate", "--replay", str(PLANTED_2X)]
     done = subprocess.run(own, cwd=pr_tree, env={"PYTHONPATH": str(pr_tree)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+def test_a_wrong_output_fails_both_checks_and_each_summary_says_why(world):
+    """The hole (issue 46's rehearsals on H200s): a measuring step that found a wrong output exited
+    3 and the verdict steps were skipped, so the summary a maintainer reads said nothing of why."""
+    head = world.commit_pr(scenarios.no_change)
+    replaced = gpu_steps_replaced(world, head)
+    recorded = world.scratch / "recorded"
+    wrong = "nf4kernel's output differs from bitsandbytes' (reference process)"
+    gate = json.loads((recorded / "gate.json").read_text())
+    gate["correctness"].append(
+        {"shape": "2048x8192 float16", "weight": "up #0", "check": "the trusted clock", "ok": False, "exact": False}
+        | {"reason": wrong}
+    )
+    (recorded / "gate.json").write_text(json.dumps(gate))
+    failed = {
+        "base": world.main,
+        "head": head,
+        "device": "cuda",
+        "failed": {"exit_code": 3, "reason": f"head: {wrong}"},
+    }
+    (recorded / "regression.json").write_text(json.dumps(failed))
+    for job in ("gate", "regression"):  # as the real steps do: the record written, then exit 3
+        replaced[(job, "measure")] = {
+            **replaced[(job, "measure")],
+            "run": replaced[(job, "measure")]["run"] + "; exit 3",
+        }
+    result = run(world, "issue_comment", world.comment_event(f"/gpu-approve {head}"), ("gpu.yml",), replaced)
+    assert result.results["gate"] == result.results["regression"] == "failure", log(result)[-3000:]
+    assert [(sha, body["state"]) for sha, body in world.fake.statuses] == [(head, "failure")]
+    summary = result.summary_text()
+    assert "### nf4kernel speed gate" in summary and wrong in summary, summary
+    assert "### Regression check" in summary and f"**FAIL**: head: {wrong}" in summary, summary
 
 
 def test_files_the_pr_adds_at_its_root_are_not_read(world):

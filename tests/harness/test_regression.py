@@ -340,6 +340,28 @@ def test_a_record_that_breaks_its_schema_is_refused_in_one_line(tmp_path, capsys
     assert out == f"regression: --replay {path}: {field}; no verdict (exit 2)\n"
 
 
+def test_a_wrong_output_is_kept_in_the_record_and_replayed_as_a_failure_with_its_reason(tmp_path, capsys, monkeypatch):
+    def wrong(*args, **kwargs):
+        raise clocked.MeasureError("head: 4096x1024 bfloat16 #0: differs from bitsandbytes'", exit_code=3)
+
+    monkeypatch.setattr(regression, "cuda_available", lambda: True)
+    monkeypatch.setattr(clocked, "measure", wrong)
+    record, summary = tmp_path / "regression.json", tmp_path / "summary.md"
+    assert regression.main(["HEAD", "HEAD", "--measure-only", "--record", str(record)]) == 3
+    assert json.loads(record.read_text())["failed"]["exit_code"] == 3
+    capsys.readouterr()
+    assert regression.main(["--replay", str(record), "--summary", str(summary)]) == 3
+    assert (
+        "regression: FAIL: head: 4096x1024 bfloat16 #0: differs from bitsandbytes' (exit 3)" in capsys.readouterr().out
+    )
+    escaped = "**FAIL**: head: 4096x1024 bfloat16 \\#0: differs from bitsandbytes'"  # Markdown's escape
+    assert escaped in summary.read_text()
+    damaged = json.loads(record.read_text())
+    damaged["failed"]["exit_code"] = 0  # a failure record can't say "passed"
+    assert regression.main(["--replay", write(tmp_path, damaged)]) == 2
+    assert "failed.exit_code: 0 is not 3; no verdict (exit 2)" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("option", ["--summary", "--record"])
 def test_an_output_with_no_folder_to_go_in_is_refused_before_anything_runs(tmp_path, capsys, option):
     missing = str(tmp_path / "no-such-folder" / "out")
