@@ -51,7 +51,7 @@ from harness.core.gate_record import (
     check_gate,
     read_gate,
 )
-from harness.core.regression_record import SIDES, WRONG_OUTPUT, check_pass, check_regression, read_regression
+from harness.core.regression_record import FAILED_EXITS, SIDES, check_pass, check_regression, read_regression
 from harness.core.schema import COMMIT_HASH, SECONDS_RANGE, RecordError, Where, read_json
 
 __all__ = [
@@ -60,13 +60,13 @@ __all__ = [
     "ASV_MACHINE_VERSION",
     "ASV_RESULTS_VERSION",
     "COMMIT_HASH",
+    "FAILED_EXITS",
     "GATE_TIMED",
     "HARNESS_VERSION",
     "IN_PROCESS_VERSION",
     "SECONDS_RANGE",
     "SIDES",
     "UNVERSIONED",
-    "WRONG_OUTPUT",
     "RecordError",
     "Where",
     "check_asv_result",

@@ -26,7 +26,7 @@ from harness.core.schema import (
 )
 
 SIDES = ("base", "head")
-WRONG_OUTPUT = 3  # the exit code of a measurement that found a kernel's output wrong
+FAILED_EXITS = (2, 3)  # a measurement that failed: a kernel's process never ready (2), a wrong output (3)
 
 
 def read_regression(path: str | Path, name: str | None = None) -> dict:
@@ -37,16 +37,17 @@ def read_regression(path: str | Path, name: str | None = None) -> dict:
 def check_regression(record: Any, file: str = "the regression record") -> dict:
     """``record`` if it is a regression record (``clocked.measure``, with BASE and HEAD) a
     verdict can be decided on; RecordError otherwise. Its ``rule`` (the limits it was measured with)
-    is checked, never applied: the limits are the deciding harness's own. A measurement that found a
-    kernel's output wrong has no passes, only ``failed`` (its exit code, 3, and what was wrong)."""
+    is checked, never applied: the limits are the deciding harness's own. A measurement that failed
+    (a kernel's output wrong, 3; a kernel's process that never got ready, 2) has no passes, only
+    ``failed``: its exit code and what was wrong."""
     where = Where(file)
     an_object(record, where)
     for key in ("base", "head", "device"):
         optional(record, key, where, a_string)
     if "failed" in record:
         failed = an_object(record["failed"], where.key("failed"))
-        if required(failed, "exit_code", where.key("failed"), an_int) != WRONG_OUTPUT:
-            where.key("failed").key("exit_code").fail(f"{shown(failed['exit_code'])} is not {WRONG_OUTPUT}")
+        if required(failed, "exit_code", where.key("failed"), an_int) not in FAILED_EXITS:
+            where.key("failed").key("exit_code").fail(f"{shown(failed['exit_code'])} is not 2 or 3")
         required(failed, "reason", where.key("failed"), a_string, nonempty=True)
         return record
     optional(record, "environment", where, an_object)

@@ -32,8 +32,9 @@ got slower (named in the table and on the last lines). Exit 2: bad arguments (BA
 nf4kernel package, a --record or --summary with no folder to go in), or a record that breaks its
 schema (``records.py``) or can't support a verdict (a pass of fewer than two rounds, which carries no
 round-to-round noise; suspects never re-measured: it fails closed), said in one line. Exit 3: a
-kernel's output differs from bitsandbytes' (with ``--record``, a record saying so, which ``--replay``
-reports in the summary). Exit 4: no CUDA GPU here.
+kernel's output differs from bitsandbytes'. Exit 4: no CUDA GPU here. A measurement that failed on a
+kernel (3, or 2 where a kernel's process never got ready) writes ``--record`` all the same, saying
+what failed, and ``--replay`` reports it, in the summary too, with the same exit code.
 """
 
 from __future__ import annotations
@@ -112,10 +113,11 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
 
 
 def report_failed(record: dict, summary_path: str | None) -> int:
-    """A measurement that found a kernel's output wrong: its one line, and the summary saying so; exit 3."""
+    """A measurement that failed (``records.FAILED_EXITS``): its one line, and the summary saying
+    so; its exit code."""
     base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
     reason = record["failed"]["reason"]
-    print(f"regression: FAIL: {md.line(reason, limit=None)} (exit 3)", flush=True)
+    print(f"regression: FAIL: {md.line(reason, limit=None)} (exit {record['failed']['exit_code']})", flush=True)
     if summary_path:
         try:
             with open(summary_path, "a") as f:
@@ -264,10 +266,10 @@ def measure(args, base: str, head: str) -> dict | int:
                 min_group_change=args.min_group_change or regression_rule.DEFAULT_MIN_GROUP_CHANGE,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
-        if error.exit_code == records.WRONG_OUTPUT:  # a finding, kept for the verdict's step
+        if error.exit_code in records.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step
             return {"device": args.device, "failed": {"exit_code": error.exit_code, "reason": str(error)}}
         print(f"regression: {md.line(error, limit=None)}", flush=True)
-        return error.exit_code if error.exit_code in (2, 4) else 2
+        return error.exit_code if error.exit_code == exits.NO_GPU else 2
     except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
         print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)
         return 2

@@ -340,6 +340,19 @@ def test_a_record_that_breaks_its_schema_is_refused_in_one_line(tmp_path, capsys
     assert out == f"regression: --replay {path}: {field}; no verdict (exit 2)\n"
 
 
+def test_a_process_that_never_got_ready_is_kept_in_the_record_and_fails_on_replay(tmp_path, capsys, monkeypatch):
+    def never_ready(*args, **kwargs):
+        raise clocked.MeasureError("the head's process ended before saying it is ready", exit_code=2)
+
+    monkeypatch.setattr(regression, "cuda_available", lambda: True)
+    monkeypatch.setattr(clocked, "measure", never_ready)
+    record, summary = tmp_path / "regression.json", tmp_path / "summary.md"
+    assert regression.main(["HEAD", "HEAD", "--measure-only", "--record", str(record)]) == 2
+    assert regression.main(["--replay", str(record), "--summary", str(summary)]) == 2
+    assert "regression: FAIL: the head's process ended before saying it is ready (exit 2)" in capsys.readouterr().out
+    assert "**FAIL**: the head's process ended before saying it is ready" in summary.read_text()
+
+
 def test_a_wrong_output_is_kept_in_the_record_and_replayed_as_a_failure_with_its_reason(tmp_path, capsys, monkeypatch):
     def wrong(*args, **kwargs):
         raise clocked.MeasureError("head: 4096x1024 bfloat16 #0: differs from bitsandbytes'", exit_code=3)
@@ -359,7 +372,7 @@ def test_a_wrong_output_is_kept_in_the_record_and_replayed_as_a_failure_with_its
     damaged = json.loads(record.read_text())
     damaged["failed"]["exit_code"] = 0  # a failure record can't say "passed"
     assert regression.main(["--replay", write(tmp_path, damaged)]) == 2
-    assert "failed.exit_code: 0 is not 3; no verdict (exit 2)" in capsys.readouterr().out
+    assert "failed.exit_code: 0 is not 2 or 3; no verdict (exit 2)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("option", ["--summary", "--record"])
