@@ -7,7 +7,7 @@
 # a long job takes as many `wait` calls as it needs.
 #   bash dev/gpu-machine/gpu-detached.sh start env rehearse:noop   # first call: starts the steps, then waits
 #   bash dev/gpu-machine/gpu-detached.sh wait                      # every later call: waits, then collects
-# The job writes under /tmp/detached/out; each call copies it to $OUT (what the device brings back).
+# The job writes under /tmp/detached/out; each call brings it back as $OUT/detached-out.tgz.
 # gpu-session.sh is copied first: the next call replaces the working tree under a running bash.
 set -uo pipefail
 KEEP=/tmp/detached
@@ -29,7 +29,8 @@ case ${1:-} in
 esac
 start=$SECONDS
 while [ ! -e "$KEEP/exit" ] && [ $((SECONDS - start)) -lt "$WAIT_S" ]; do sleep 5; done
-cp -r "$KEEP/out/." "$OUT/" 2>/dev/null
+# One archive: the device brings back at most 8 files a call (a rehearsal's logs alone are more).
+tar czf "$OUT/detached-out.tgz" -C "$KEEP/out" . 2>/dev/null
 cp "$KEEP/session.log" "$OUT/detached-session.log"
 tail -n 25 "$KEEP/session.log"
 newest=$(ls -t "$KEEP"/out/*.log 2>/dev/null | head -n 1)
