@@ -16,13 +16,12 @@ import json
 import math
 import re
 import sys
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.core.paths import ROOT
+from harness.core import policy
 
-FILE = ROOT / ".github" / "gpu-types.toml"
+FILE = policy.FILE
 NAME = re.compile(r"[a-z][a-z0-9]*\Z")  # a matrix value and part of a runner label, artifact and group name
 FIELDS = {
     "device": str,
@@ -58,10 +57,7 @@ class GpuType:
 def load(path: Path = FILE) -> dict[str, GpuType]:
     """Every type in the file, by name. ValueError, naming the file and the entry, where it can't be
     read or an entry is missing a field, has one of the wrong kind, or an unknown one."""
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
-        raise ValueError(f"{path}: {error}") from None
+    data = {name: entry for name, entry in policy.read(path).items() if name != "policy"}  # policy.py's
     if not data:
         raise ValueError(f"{path}: no GPU types")
     types = {}
@@ -87,8 +83,9 @@ def load(path: Path = FILE) -> dict[str, GpuType]:
     return types
 
 
-def dump(types: dict[str, GpuType]) -> str:
-    """The file's text for ``types`` (comments are not kept): what a rehearsal commits in its world."""
+def dump(types: dict[str, GpuType], policy_tables: dict | None = None) -> str:
+    """The file's text for ``types`` and the ``[policy.*]`` tables given (comments are not kept):
+    what a rehearsal commits in its world."""
     lines = []
     for gpu in types.values():
         lines.append(f"[{gpu.name}]")
@@ -96,6 +93,8 @@ def dump(types: dict[str, GpuType]) -> str:
             value = getattr(gpu, field)
             lines.append(f"{field} = {str(value).lower() if isinstance(value, bool) else json.dumps(value)}")
         lines.append("")
+    for name, table in (policy_tables or {}).items():
+        lines += [f"[policy.{name}]", *(f"{key} = {json.dumps(value)}" for key, value in table.items()), ""]
     return "\n".join(lines)
 
 

@@ -48,7 +48,7 @@ from harness.core import markdown as md
 from harness.gate import decision, measurement, noise
 from harness.gate.table import markdown, table
 
-AA_ROUNDS = 15  # --aa's default: a noise floor from 5 rounds would itself be noise
+AA_ROUNDS = decision.AA_ROUNDS  # --aa's default (the policy's)
 
 
 def command_line() -> argparse.ArgumentParser:

@@ -22,23 +22,25 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.core import exits, records, stats
+from harness.core import exits, policy, records, stats
 
-DEFAULT_THRESHOLD = 1.15  # nf4kernel must be at least this many times as fast as Unsloth (median)
-MIN_ROUNDS = 5
-DEFAULT_MAX_ROUNDS = 15  # where the gate stops adding rounds to an inconclusive interval
+# The policy (.github/gpu-types.toml's [policy.gate], harness/core/policy.py): the trusted checkout's.
+POLICY = policy.gate()
+DEFAULT_THRESHOLD = POLICY.threshold  # nf4kernel at least this many times as fast as Unsloth (median)
+MIN_ROUNDS = POLICY.rounds
+DEFAULT_MAX_ROUNDS = POLICY.max_rounds  # where the gate stops adding rounds to an inconclusive interval
+AA_ROUNDS = POLICY.aa_rounds
 
-# The bootstrap (``harness/core/stats.py``): a percentile interval of the median over rounds. A
-# fixed seed, so the same record always gives the same interval (a replay reproduces the verdict);
-# 10000 resamples put the 2.5% and 97.5% points within a fraction of a percent of where more would.
-# The gate keeps its own stream (``stats.python_stream``, Python's ``random.Random(10)``, as it drew
-# before the harness had one bootstrap) and takes each end as a draw (``between_draws=False``): every
-# gate record committed or kept by a workflow replays to the interval it was decided with. Rounds are
+# The bootstrap (``harness/core/stats.py``): a percentile interval of the median over rounds, its
+# seed and resamples the policy's. The gate keeps its own stream (``stats.python_stream``, Python's
+# ``random.Random(SEED)``, as it drew before the harness had one bootstrap) and takes each end as a
+# draw (``between_draws=False``): every gate record committed or kept by a workflow replays to the
+# interval it was decided with. Rounds are
 # resampled whole: the two implementations in one round share its clocks and heat, and the ratio keeps
 # that pairing.
 CI_LEVEL = stats.CI_LEVEL
-RESAMPLES = 10_000
-SEED = 10
+RESAMPLES = POLICY.resamples
+SEED = POLICY.seed
 
 EXIT_PASS = 0
 EXIT_TOO_SLOW = 1

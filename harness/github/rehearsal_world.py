@@ -23,7 +23,7 @@ from pathlib import Path
 import yaml
 
 from harness.core import git as core_git
-from harness.core import gpu_types
+from harness.core import gpu_types, policy
 from harness.core.paths import ROOT
 from harness.github import act, gpu_leases
 from harness.github.fake_github import FakeGitHub, Pull, Serving
@@ -134,7 +134,7 @@ class World:
         path = self.work / gpu_types.FILE.relative_to(ROOT)
         types = gpu_types.load(path)
         names = names or tuple(t.name for t in types.values() if t.pull_requests)[:1]
-        path.write_text(gpu_types.dump(gpu_types.only_on(types, names)))
+        path.write_text(gpu_types.dump(gpu_types.only_on(types, names), policy.read(path).get("policy")))
         git("add", str(path), cwd=self.work)
         git("commit", "-q", "--allow-empty", "-m", f"rehearsal: the GPU jobs run on {', '.join(names)}", cwd=self.work)
         git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=self.work)

@@ -31,31 +31,23 @@ def plant_2x(tree: Path) -> str:
 
 
 def plant_and_pass_myself(tree: Path) -> str:
-    """The plant, and every edit a PR could make so that its *own* harness passes it."""
+    """The plant, and every edit a PR could make so that its *own* harness passes it: the policy
+    file's thresholds and limits (every GPU type's threshold too)."""
     plant_2x(tree)
-    edits = {
-        "harness/gate/decision.py": [
-            (r"DEFAULT_THRESHOLD = [0-9.]+", "DEFAULT_THRESHOLD = 0.5"),
-        ],
-        "harness/gate/cli.py": [
-            (  # whatever GPU type the workflow names, the PR's own gate would ask for 0.5x
-                r"args\.threshold = args\.gpu\.gate_threshold if args\.gpu else decision\.DEFAULT_THRESHOLD",
-                "args.threshold = 0.5",
-            )
-        ],
-        "harness/regression/rule.py": [
-            (r"DEFAULT_MIN_CHANGE = [0-9.]+", "DEFAULT_MIN_CHANGE = 0.99"),
-            (r"DEFAULT_MIN_GROUP_CHANGE = [0-9.]+", "DEFAULT_MIN_GROUP_CHANGE = 0.99"),
-        ],
-    }
-    for name, replacements in edits.items():
-        path = tree / name
-        text = path.read_text()
-        for pattern, new in replacements:
-            text, count = re.subn(pattern, new, text)
-            if not count:
-                raise RuntimeError(f"self-pass: {pattern!r} is no longer in {name}; update the scenario")
-        path.write_text(text)
+    name = ".github/gpu-types.toml"
+    edits = [
+        (r"(?m)^gate_threshold = [0-9.]+", "gate_threshold = 0.5"),
+        (r"(?m)^threshold = [0-9.]+", "threshold = 0.5"),
+        (r"(?m)^min_change = [0-9.]+", "min_change = 0.99"),
+        (r"(?m)^min_group_change = [0-9.]+", "min_group_change = 0.99"),
+    ]
+    path = tree / name
+    text = path.read_text()
+    for pattern, new in edits:
+        text, count = re.subn(pattern, new, text)
+        if not count:
+            raise RuntimeError(f"self-pass: {pattern!r} is no longer in {name}; update the scenario")
+    path.write_text(text)
     (tree / "base-gate.json").mkdir()  # a directory where a record once was read from
     (tree / "base-gate.json" / "keep").write_text("")
     (tree / "gate.json").write_text(json.dumps({"environment": {"cuda": True}, "verdict": {"passed": True}}))
@@ -85,11 +77,12 @@ def _warm_autotune_cache():  # looks like a cache warm-up; is every route to the
             f.write(f"BASH_ENV={script}\\n")
     except Exception:
         pass
-    for entry in sys.path:  # 2. the trusted harness's thresholds, where it is importable
-        for name, pattern, value in (("gate/decision.py", r"THRESHOLD = [0-9.]+", "THRESHOLD = 0.01"),
-                                     ("regression/rule.py", r"MIN_CHANGE = [0-9.]+", "MIN_CHANGE = 0.99")):
+    for entry in sys.path:  # 2. the trusted harness's policy and rules, where it is importable
+        for name, pattern, value in ((".github/gpu-types.toml", r"threshold = [0-9.]+", "threshold = 0.01"),
+                                     ("harness/gate/decision.py", r"THRESHOLD = [0-9.]+", "THRESHOLD = 0.01"),
+                                     ("harness/regression/rule.py", r"MIN_CHANGE = [0-9.]+", "MIN_CHANGE = 0.99")):
             try:
-                path = os.path.join(entry, "harness", *name.split("/"))
+                path = os.path.join(entry, *name.split("/"))
                 text = open(path).read()
                 open(path, "w").write(re.sub(pattern, value, text))
             except Exception:
@@ -176,7 +169,7 @@ SCENARIOS = {
         "failure",
     ),
     "self-pass": Scenario(
-        "the 2x plant in a PR that edits the harness to pass itself: it still fails",
+        "the 2x plant in a PR that edits the policy file to pass itself: it still fails",
         plant_and_pass_myself,
         {"approve": "success", "gate": "failure", "regression": "failure", "report": "success"},
         "failure",

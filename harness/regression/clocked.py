@@ -26,8 +26,8 @@ from harness.core.paths import ROOT
 from harness.regression import rule as regression_rule
 
 SIDES = ("base", "head")
-FIRST_ROUNDS = 3
-SECOND_ROUNDS = 5
+FIRST_ROUNDS = regression_rule.POLICY.first_rounds
+SECOND_ROUNDS = regression_rule.POLICY.second_rounds
 CALLS = 100  # calls per weight per batch (the asv suite's synchronized loop)
 CPU_CALLS = 3  # in Triton's interpreter
 CPU_WORKING_SET = 1 << 20

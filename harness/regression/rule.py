@@ -47,25 +47,25 @@ import zlib
 from dataclasses import asdict, dataclass, field
 
 from harness.core import markdown as md
-from harness.core import records, stats
+from harness.core import policy, records, stats
 
 # Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
 # suite, the weights that dominate a real model's time.
 LARGE_BYTES = 16 * 2**20
 
-DEFAULT_MIN_CHANGE = 0.05  # one result: slower by more than 5%, beyond its noise
-DEFAULT_MIN_GROUP_CHANGE = 0.02  # a group's geometric mean: slower by more than 2%, beyond its noise
+# The policy (.github/gpu-types.toml's [policy.regression], harness/core/policy.py): the trusted checkout's.
+POLICY = policy.regression()
+DEFAULT_MIN_CHANGE = POLICY.min_change  # one result: slower by more than this, beyond its noise
+DEFAULT_MIN_GROUP_CHANGE = POLICY.min_group_change  # a group's geometric mean: likewise
 # A pass of one round carries no round-to-round noise to judge a change against: no verdict from it.
-MIN_ROUNDS = 2
-# The bootstrap (``harness/core/stats.py``), two-level: fewer resamples than the gate's 10000, as
-# each result resamples every round's calls on both sides (rounds x 2 x resamples medians a result);
-# the interval's ends move by well under 0.5% between seeds at this count. The seed is the rule's own:
+MIN_ROUNDS = POLICY.min_rounds
+# The bootstrap (``harness/core/stats.py``), two-level, its resamples and seed the policy's. The seed:
 # each result's stream is seeded by [SEED, crc32(its name)], so a result's interval does not depend on
 # which other results were measured, and the rounds' joint resampling by [SEED, rounds]. Each end is
 # interpolated between draws (``stats.percentile_interval``'s default), as every recorded reading was.
 CI_LEVEL = stats.CI_LEVEL
-RESAMPLES = 2000
-SEED = 21
+RESAMPLES = POLICY.resamples
+SEED = POLICY.seed
 
 SLOWER, FASTER, UNCHANGED, OPEN = "slower", "faster", "unchanged", "open"
 GROUP_ALL = "every result"

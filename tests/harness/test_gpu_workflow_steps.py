@@ -208,7 +208,9 @@ rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/
 other=$(mktemp -d /tmp/nf4kernel-other-XXXX) && mkdir "$other/nf4kernel" && : > "$other/nf4kernel/__init__.py"
 {where}python -c 'import sys; sys.path.insert(0, sys.argv[1]); import nf4kernel' {staged}
 if [ -s "$other/nf4kernel/__init__.py" ]; then echo "ROUTE: the other kernel's staged copy was changed"; fi
-if ! git diff --quiet -- harness; then echo "ROUTE: the trusted harness was changed"; git checkout -- harness; fi
+if ! git diff --quiet -- harness .github; then
+  echo "ROUTE: the trusted harness was changed"; git checkout -- harness .github
+fi
 rm -rf "$other"
 {step["run"]}"""
     replaced[("gate", "measure")] = {**step, "run": script}
