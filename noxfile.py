@@ -199,7 +199,7 @@ def run_keeping_exit_code(session: nox.Session, *args: str, **run_options) -> No
         session.run(*args, **run_options)
     except nox.command.CommandFailed as failed:
         code = failed.return_code or 1
-        session.log(f"{args[2] if len(args) > 2 else args[0]} exited {code}")
+        session.log(f"{' '.join(args[2:4]) if len(args) > 2 else args[0]} exited {code}")  # "harness gate exited 3"
         raise SystemExit(code) from None
 
 
@@ -227,7 +227,7 @@ def gate(session: nox.Session) -> None:
     on the machine's own torch and Unsloth. Without --no-venv it runs in the shared environment, so
     that on a machine without a GPU the gate can tell the true cause (no GPU) instead of failing on an
     import."""
-    run_keeping_exit_code(session, "python", "-m", "harness.gate", *session.posargs, env=shared_env(session))
+    run_keeping_exit_code(session, "python", "-m", "harness", "gate", *session.posargs, env=shared_env(session))
 
 
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
@@ -236,14 +236,14 @@ def bench(session: nox.Session) -> None:
 
     GPU: the full suite; CPU: the interpreter smoke benchmarks. Then ``asv preview`` (or ``nox -s
     preview``). ``nox --no-venv -s bench`` measures the machine's own torch build (the GPU runner's)."""
-    run_keeping_exit_code(session, "python", "-m", "harness.history.bench", *session.posargs, env=shared_env(session))
+    run_keeping_exit_code(session, "python", "-m", "harness", "bench", *session.posargs, env=shared_env(session))
 
 
 @nox.session(default=False)
 def publish(session: nox.Session) -> None:
     """Builds the history site in .asv/html from the stored and committed results (asv publish)."""
     install(session, "-r", HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness.history.site", "publish", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness", "site", "publish", *session.posargs)
 
 
 @nox.session(default=False)
@@ -257,22 +257,20 @@ def preview(session: nox.Session) -> None:
     # reached too), then sends it SIGTERM, and waits terminate_timeout while it stops asv's server
     # (up to 10 s) before killing it: nox's defaults, 0.3 s and 0.2 s, kill it mid-stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    preview_args = ("python", "-m", "harness.history.site", "preview", *session.posargs)
+    preview_args = ("python", "-m", "harness", "site", "preview", *session.posargs)
     run_keeping_exit_code(session, *preview_args, interrupt_timeout=1, terminate_timeout=20)
 
 
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
 def regression(session: nox.Session) -> None:
     """Paired rounds of two commits' kernels, exit 1 when HEAD's is slower: ``nox -s regression -- BASE HEAD``."""
-    run_keeping_exit_code(session, "python", "-m", "harness.regression", *session.posargs, env=shared_env(session))
+    run_keeping_exit_code(session, "python", "-m", "harness", "regression", *session.posargs, env=shared_env(session))
 
 
 @nox.session(default=False, venv_params=ON_SHARED_ENV)
 def backfill(session: nox.Session) -> None:
     """asv on earlier commits of main, for the history: ``nox -s backfill -- main~10..main --store``."""
-    run_keeping_exit_code(
-        session, "python", "-m", "harness.history.backfill", *session.posargs, env=shared_env(session)
-    )
+    run_keeping_exit_code(session, "python", "-m", "harness", "backfill", *session.posargs, env=shared_env(session))
 
 
 @nox.session(default=False)
@@ -283,7 +281,7 @@ def rehearse(session: nox.Session) -> None:
     Exits 4 without an NVIDIA GPU."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
     install(session, "-r", HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness.github.rehearse", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "harness", "rehearse", *session.posargs)
 
 
 @nox.session(default=False)
@@ -292,7 +290,7 @@ def pins(session: nox.Session) -> None:
 
     Nothing is downloaded; set PIP_EXTRA_INDEX_URL as the installing steps do."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "harness.github.pins")
+    session.run("python", "-m", "harness", "pins")
 
 
 @nox.session(default=False)
@@ -301,7 +299,7 @@ def act(session: nox.Session) -> None:
 
     setup-python's download is replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "harness.github.act_ci", *session.posargs)
+    session.run("python", "-m", "harness", "act-ci", *session.posargs)
 
 
 @nox.session(default=True)

@@ -98,6 +98,8 @@ class Documented:
 
 
 DOCUMENTED = [
+    Documented("python -m harness", 2, "regression"),  # the program's commands, listed
+    Documented("python -m harness gate", 4, GATE_NO_GPU),
     Documented("python -m harness.gate", 4, GATE_NO_GPU),
     Documented("python -m harness.gate --json gate.json", 4, GATE_NO_GPU),
     Documented("python -m harness.gate --aa --json aa.json", 4, GATE_NO_GPU),

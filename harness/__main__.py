@@ -1,0 +1,55 @@
+"""The harness as one program: ``python -m harness COMMAND [ARGUMENTS]``, each command the ``main`` of
+the module that owns it (its arguments, ``--help`` and exit codes are that module's; the exit codes
+every command shares are ``core/exits.py``'s). The nox sessions run these; so can a person.
+
+    python -m harness                       # the commands, one line each
+    python -m harness gate --replay R       # = python -m harness.gate --replay R
+    python -m harness regression BASE HEAD
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from harness.core import exits
+
+# command -> (module whose main(argv) it runs, what it does)
+COMMANDS = {
+    "gate": ("harness.gate.cli", "the speed gate: nf4kernel against Unsloth, and correctness"),
+    "regression": ("harness.regression.cli", "the regression check: HEAD's kernel against BASE's"),
+    "bench": ("harness.history.bench", "the asv suite on this checkout, for the history"),
+    "backfill": ("harness.history.backfill", "asv on earlier commits of main"),
+    "history": ("harness.history.store", "the history committed with the code, benchmarks/history/: store, list"),
+    "results-branch": ("harness.history.results_branch", "the asv-results branch, append-only: fetch, store"),
+    "changepoints": ("harness.history.changepoints", "main's history judged for change points"),
+    "site": ("harness.history.site", "the history's site: publish, preview"),
+    "approve": ("harness.github.approval", "a /gpu-approve comment checked; the gpu status reported"),
+    "gpu-tests": ("harness.github.gpu_tests", "main's tests on a PR's staged kernel, sandboxed"),
+    "rehearse": ("harness.github.rehearse", "gpu.yml and history.yml run for real under act"),
+    "act-ci": ("harness.github.act_ci", "ci.yml's jobs run under act"),
+    "pins": ("harness.github.pins", "every pin has a wheel for every leg"),
+    "gpu-types": ("harness.core.gpu_types", "the GPU types and their thresholds"),
+}
+
+
+def listing() -> str:
+    width = max(map(len, COMMANDS))
+    lines = [f"  {name:{width}s}  {about}" for name, (_, about) in COMMANDS.items()]
+    return "usage: python -m harness COMMAND [ARGUMENTS]  (COMMAND --help: its own)\n\n" + "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words or words[0] in ("-h", "--help"):
+        print(listing())
+        return 0 if words else exits.BAD_INPUT
+    name, rest = words[0], words[1:]
+    if name not in COMMANDS:
+        print(f"harness: no command {name!r}; the commands: {', '.join(COMMANDS)} (exit 2)", file=sys.stderr)
+        return exits.BAD_INPUT
+    return importlib.import_module(COMMANDS[name][0]).main(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""``python -m harness``: one program whose commands are the harness's modules (issue 47, item 2)."""
+
+from __future__ import annotations
+
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import __main__ as program
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("name", sorted(program.COMMANDS))
+def test_each_command_is_its_modules_main_and_answers_help(name, capsys):
+    module = importlib.import_module(program.COMMANDS[name][0])
+    assert callable(module.main)
+    with pytest.raises(SystemExit) as stopped:
+        program.main([name, "--help"])
+    assert stopped.value.code == 0 and "usage:" in capsys.readouterr().out
+
+
+def test_without_a_command_it_lists_them_and_exits_2():
+    done = subprocess.run([sys.executable, "-m", "harness"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and all(name in done.stdout for name in program.COMMANDS)
+
+
+def test_an_unknown_command_is_one_line_and_exit_2(capsys):
+    assert program.main(["gates"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+def test_a_command_keeps_its_own_exit_code(tmp_path, capsys):
+    missing = str(tmp_path / "no-record.json")
+    assert program.main(["regression", "--replay", missing]) == 2  # no verdict: its documented exit
+    assert "no verdict (exit 2)" in capsys.readouterr().out
+
+
+def test_the_nox_sessions_run_the_program():
+    noxfile = (ROOT / "noxfile.py").read_text()
+    for name in ("gate", "regression", "bench", "backfill", "rehearse", "pins", "act-ci"):
+        assert f'"python", "-m", "harness", "{name}"' in noxfile, name
