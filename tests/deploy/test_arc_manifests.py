@@ -915,7 +915,8 @@ def test_there_is_a_runner_set_for_every_gpu_type_the_workflows_know():
     registry = ROOT / ".github" / "gpu-types.toml"
     if not registry.exists():
         pytest.skip(".github/gpu-types.toml is not in this checkout")
-    assert sorted(tomllib.loads(registry.read_text())) == sorted(GPU_TYPES)
+    types = [name for name in tomllib.loads(registry.read_text()) if name != "policy"]  # the verdicts' tables
+    assert sorted(types) == sorted(GPU_TYPES)
 
 
 def test_the_kustomizations_use_only_what_kubectl_1_20_reads():
