@@ -1,6 +1,7 @@
 """The verdicts' policy: ``.github/gpu-types.toml``, the one reviewed file that holds every threshold,
 minimum change, round count, resample count and seed the gate and the regression check decide by
-(``[policy.gate]``, ``[policy.regression]``) beside each GPU type's threshold (``gpu_types.py``).
+(``[policy.gate]``, ``[policy.regression]``, and the history's change points,
+``[policy.changepoints]``) beside each GPU type's threshold (``gpu_types.py``).
 This module is the one that reads it. Standard library only: the workflows' hosted jobs read the GPU
 types with the runner image's Python, before anything is installed.
 
@@ -41,6 +42,13 @@ class Regression:
     seed: int
 
 
+@dataclass(frozen=True)
+class Changepoints:
+    floor: float  # the smallest change called, relative to the earlier level
+    noise_factor: float  # times the series' mean change from one commit to the next
+    persist: int  # commits a level must hold before it counts
+
+
 def read(path: Path = FILE) -> dict:
     """The whole file, parsed; ValueError naming it where it can't be read."""
     try:
@@ -79,3 +87,7 @@ def gate(path: Path = FILE) -> Gate:
 
 def regression(path: Path = FILE) -> Regression:
     return _section(Regression, "regression", path)
+
+
+def changepoints(path: Path = FILE) -> Changepoints:
+    return _section(Changepoints, "changepoints", path)

@@ -11,9 +11,13 @@ import re
 from dataclasses import dataclass
 from statistics import median
 
-FLOOR = 0.03  # the smallest change called, relative to the earlier level
-NOISE_FACTOR = 4.0  # times the series' mean change from one commit to the next: the limit noise does not reach
-PERSIST = 2  # commits a level must hold before it counts
+from harness.core import policy
+
+# The policy (.github/gpu-types.toml's [policy.changepoints], harness/core/policy.py).
+POLICY = policy.changepoints()
+FLOOR = POLICY.floor  # the smallest change called, relative to the earlier level
+NOISE_FACTOR = POLICY.noise_factor  # times the series' mean change from one commit to the next: beyond noise
+PERSIST = POLICY.persist  # commits a level must hold before it counts
 MIN_COMMITS = 2 * PERSIST  # an earlier level and a later one, each held
 RATE_UNIT = re.compile(r"(/\s*s(ec(ond)?s?)?|per second|flops)\s*$", re.IGNORECASE)
 

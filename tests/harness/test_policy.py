@@ -7,6 +7,7 @@ import pytest
 
 from harness.core import gpu_types, policy
 from harness.gate import decision
+from harness.history import changepoint_rule
 from harness.regression import clocked
 from harness.regression import rule as regression_rule
 
@@ -24,6 +25,12 @@ def test_the_rules_decide_by_the_committed_policy():
         regression.min_group_change,
     )
     assert (clocked.FIRST_ROUNDS, clocked.SECOND_ROUNDS) == (regression.first_rounds, regression.second_rounds)
+    found = policy.changepoints()
+    assert (changepoint_rule.FLOOR, changepoint_rule.NOISE_FACTOR, changepoint_rule.PERSIST) == (
+        found.floor,
+        found.noise_factor,
+        found.persist,
+    )
 
 
 @pytest.mark.parametrize(
@@ -48,4 +55,5 @@ def test_a_rehearsal_worlds_file_keeps_the_policy(tmp_path):
     path = tmp_path / "gpu-types.toml"
     path.write_text(gpu_types.dump(gpu_types.load(), policy.read().get("policy")))
     assert policy.gate(path) == policy.gate() and policy.regression(path) == policy.regression()
+    assert policy.changepoints(path) == policy.changepoints()
     assert gpu_types.load(path) == gpu_types.load()
