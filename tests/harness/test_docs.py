@@ -473,7 +473,6 @@ NOT_RUN_IN_CI = {
     ),
     # Placeholders for any session or module, whose instances are listed themselves.
     "nox -s <session>": Why(PATTERN, "nox's own syntax"),
-    "python -m harness.<name>": Why(PATTERN, "every harness module a session wraps"),
 }
 
 
