@@ -24,7 +24,7 @@ COMMANDS = {
     "results-branch": ("harness.history.results_branch", "the asv-results branch, append-only: fetch, store"),
     "changepoints": ("harness.history.changepoints", "main's history judged for change points"),
     "site": ("harness.history.site", "the history's site: publish, preview"),
-    "approve": ("harness.github.approval", "a /gpu-approve comment checked; the gpu status reported"),
+    "approval": ("harness.github.approval", "a /gpu-approve comment checked; the gpu status posted"),
     "gpu-tests": ("harness.github.gpu_tests", "main's tests on a PR's staged kernel, sandboxed"),
     "rehearse": ("harness.github.rehearse", "gpu.yml and history.yml run for real under act"),
     "act-ci": ("harness.github.act_ci", "ci.yml's jobs run under act"),

@@ -200,7 +200,7 @@ def test_a_prs_commit_reaches_the_gpu_runner_only_through_the_approval_job():
     }
     approve = workflow["jobs"]["approve"]
     assert not is_gpu(approve) and "startsWith(github.event.comment.body, '/gpu-approve')" in approve["if"]
-    assert "python3 -m harness.github.approval approve" in runs(approve)
+    assert "python3 -m harness approval approve" in runs(approve)
     for name, job in workflow["jobs"].items():
         if is_gpu(job):
             assert "approve" in ([job["needs"]] if isinstance(job["needs"], str) else job["needs"]), name
@@ -270,7 +270,7 @@ def test_history_measures_read_only_and_a_hosted_job_pushes_the_results():
         assert history[stores]["needs"] == measures
         assert [step["with"]["ref"] for step in checkouts(history[stores])] == ["${{ github.sha }}"]
         assert [script.split(" --")[0] for script in runs(history[stores])] == [
-            "python3 -m harness.history.results_branch store"
+            "python3 -m harness results-branch store"
         ]
         assert all("--force" not in script and "push" not in script for script in runs(history[stores]))
     judge = history["changepoints"]
