@@ -70,7 +70,7 @@ def store_job(job: str, results: Path, origin: Path, sha: str) -> subprocess.Com
     (line,) = [
         step["run"]
         for step in yaml.safe_load(WORKFLOW.read_text())["jobs"][job]["steps"]
-        if "results_branch store" in step.get("run", "")
+        if "results-branch store" in step.get("run", "")
     ]
     assert results.name == "results" and " --from results " in line
     line = line.replace("python3 ", f"{shlex.quote(sys.executable)} ", 1)
