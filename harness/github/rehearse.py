@@ -194,7 +194,7 @@ def main(argv=None) -> int:
     if git("status", "--porcelain", "--untracked-files=no", cwd=ROOT):
         print("rehearsal: uncommitted changes are not rehearsed: main is HEAD as committed", flush=True)
     gpus = tuple(index for index, gpu_type in found if gpu_type == types[0])
-    if args.gpus is not None:
+    if args.gpus is not None:  # named: each job's cores are its GPU's share among all the host's
         chosen = tuple(args.gpus.split(","))
         if not chosen or len(set(chosen)) != len(chosen) or not set(chosen) <= set(gpus):
             print(
@@ -202,20 +202,17 @@ def main(argv=None) -> int:
                 file=sys.stderr,
             )
             return 2
-        out = args.out or ROOT / ".rehearsal" / args.scenario
-        return rehearse(
-            args.scenario, out, args.timeout, types=types[:1], gpus=chosen, host_gpus=tuple(i for i, _ in found)
-        )
-    if not 1 <= args.runners <= len(gpus):
-        print(
-            f"rehearsal: --runners is 1 to {len(gpus)} (this machine's {types[0]} GPUs), not {args.runners}",
-            file=sys.stderr,
-        )
-        return 2
+        host = tuple(i for i, _ in found)
+    else:
+        if not 1 <= args.runners <= len(gpus):
+            print(
+                f"rehearsal: --runners is 1 to {len(gpus)} (this machine's {types[0]} GPUs), not {args.runners}",
+                file=sys.stderr,
+            )
+            return 2
+        chosen, host = (gpus[: args.runners] if args.runners > 1 else ()), ()
     out = args.out or ROOT / ".rehearsal" / args.scenario
-    return rehearse(
-        args.scenario, out, args.timeout, types=types[:1], gpus=gpus[: args.runners] if args.runners > 1 else ()
-    )
+    return rehearse(args.scenario, out, args.timeout, types=types[:1], gpus=chosen, host_gpus=host)
 
 
 if __name__ == "__main__":

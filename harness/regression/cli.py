@@ -66,16 +66,35 @@ def cuda_available() -> bool:
 def summary(record: dict, verdict: regression_rule.Judgement) -> str:
     """The job summary, in Markdown: the record's strings (its commits, device, result names, and
     the notes that quote them) escaped (``md.text``)."""
-    base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
     rounds = [len(p["rounds"]) for p in record["passes"]]
     how = f"{rounds[0]} paired rounds" + (f", then {rounds[1]} re-measuring" if len(rounds) > 1 else "")
     said = "FAIL" if verdict.failed else "PASS"
     notes = "".join(f"\n- {md.text(note, limit=None)}" for note in verdict.notes)
     return (
-        f"### Regression check: {base} → {head}\n\n"
+        f"{heading(record)}\n\n"
         f"{md.text(record.get('device', 'an unnamed device'))}; {how}; each result judged against its own noise.\n\n"
         f"{regression_rule.table(verdict)}\n{notes}\n\n**{said}**\n"
     )
+
+
+def heading(record: dict) -> str:
+    """The summary's heading: the record's commits, escaped (``md.text``)."""
+    base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
+    return f"### Regression check: {base} → {head}"
+
+
+def appended(summary_path: str | None, text: str) -> bool:
+    """``text`` appended to the summary, if one is asked for; False, said in one line, where it
+    can't be written (the verdict then reaches no one who reads it: exit 2)."""
+    if not summary_path:
+        return True
+    try:
+        with open(summary_path, "a") as f:
+            f.write(text)
+    except OSError as error:
+        print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
+        return False
+    return True
 
 
 def report(record: dict, verdict: regression_rule.Judgement, summary_path: str | None) -> int:
@@ -96,13 +115,8 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
             f"regression: peak memory grew: {md.line(m['name'])}: {m['base_bytes']} -> {m['head_bytes']} bytes",
             flush=True,
         )
-    if summary_path:
-        try:
-            with open(summary_path, "a") as f:
-                f.write(summary(record, verdict))
-        except OSError as error:
-            print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
-            return 2
+    if not appended(summary_path, summary(record, verdict)):
+        return 2
     base, head = md.line(record.get("base", "?")[:8]), md.line(record.get("head", "?")[:8])
     if verdict.failed:
         called = len(verdict.called) + len(verdict.memory)
@@ -115,16 +129,10 @@ def report(record: dict, verdict: regression_rule.Judgement, summary_path: str |
 def report_failed(record: dict, summary_path: str | None) -> int:
     """A measurement that failed (``records.FAILED_EXITS``): its one line, and the summary saying
     so; its exit code."""
-    base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
     reason = record["failed"]["reason"]
     print(f"regression: FAIL: {md.line(reason, limit=None)} (exit {record['failed']['exit_code']})", flush=True)
-    if summary_path:
-        try:
-            with open(summary_path, "a") as f:
-                f.write(f"### Regression check: {base} → {head}\n\n**FAIL**: {md.text(reason, limit=None)}\n")
-        except OSError as error:
-            print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
-            return 2
+    if not appended(summary_path, f"{heading(record)}\n\n**FAIL**: {md.text(reason, limit=None)}\n"):
+        return 2
     return record["failed"]["exit_code"]
 
 

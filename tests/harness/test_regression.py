@@ -340,33 +340,36 @@ def test_a_record_that_breaks_its_schema_is_refused_in_one_line(tmp_path, capsys
     assert out == f"regression: --replay {path}: {field}; no verdict (exit 2)\n"
 
 
-def test_a_process_that_never_got_ready_is_kept_in_the_record_and_fails_on_replay(tmp_path, capsys, monkeypatch):
-    def never_ready(*args, **kwargs):
-        raise clocked.MeasureError("the head's process ended before saying it is ready", exit_code=2)
+def measured_and_replayed(monkeypatch, tmp_path, capsys, error: clocked.MeasureError):
+    """gpu.yml's two steps on a measurement that raises ``error``: --measure-only --record, then
+    --replay --summary; the record, the summary, the two exit codes and what the replay printed."""
+
+    def failing(*args, **kwargs):
+        raise error
 
     monkeypatch.setattr(regression, "cuda_available", lambda: True)
-    monkeypatch.setattr(clocked, "measure", never_ready)
+    monkeypatch.setattr(clocked, "measure", failing)
     record, summary = tmp_path / "regression.json", tmp_path / "summary.md"
-    assert regression.main(["HEAD", "HEAD", "--measure-only", "--record", str(record)]) == 2
-    assert regression.main(["--replay", str(record), "--summary", str(summary)]) == 2
-    assert "regression: FAIL: the head's process ended before saying it is ready (exit 2)" in capsys.readouterr().out
+    codes = [regression.main(["HEAD", "HEAD", "--measure-only", "--record", str(record)])]
+    capsys.readouterr()
+    codes.append(regression.main(["--replay", str(record), "--summary", str(summary)]))
+    return record, summary, codes, capsys.readouterr().out
+
+
+def test_a_process_that_never_got_ready_is_kept_in_the_record_and_fails_on_replay(tmp_path, capsys, monkeypatch):
+    never_ready = clocked.MeasureError("the head's process ended before saying it is ready", exit_code=2)
+    _, summary, codes, replayed = measured_and_replayed(monkeypatch, tmp_path, capsys, never_ready)
+    assert codes == [2, 2]
+    assert "regression: FAIL: the head's process ended before saying it is ready (exit 2)" in replayed
     assert "**FAIL**: the head's process ended before saying it is ready" in summary.read_text()
 
 
 def test_a_wrong_output_is_kept_in_the_record_and_replayed_as_a_failure_with_its_reason(tmp_path, capsys, monkeypatch):
-    def wrong(*args, **kwargs):
-        raise clocked.MeasureError("head: 4096x1024 bfloat16 #0: differs from bitsandbytes'", exit_code=3)
-
-    monkeypatch.setattr(regression, "cuda_available", lambda: True)
-    monkeypatch.setattr(clocked, "measure", wrong)
-    record, summary = tmp_path / "regression.json", tmp_path / "summary.md"
-    assert regression.main(["HEAD", "HEAD", "--measure-only", "--record", str(record)]) == 3
+    wrong = clocked.MeasureError("head: 4096x1024 bfloat16 #0: differs from bitsandbytes'", exit_code=3)
+    record, summary, codes, replayed = measured_and_replayed(monkeypatch, tmp_path, capsys, wrong)
+    assert codes == [3, 3]
     assert json.loads(record.read_text())["failed"]["exit_code"] == 3
-    capsys.readouterr()
-    assert regression.main(["--replay", str(record), "--summary", str(summary)]) == 3
-    assert (
-        "regression: FAIL: head: 4096x1024 bfloat16 #0: differs from bitsandbytes' (exit 3)" in capsys.readouterr().out
-    )
+    assert "regression: FAIL: head: 4096x1024 bfloat16 #0: differs from bitsandbytes' (exit 3)" in replayed
     escaped = "**FAIL**: head: 4096x1024 bfloat16 \\#0: differs from bitsandbytes'"  # Markdown's escape
     assert escaped in summary.read_text()
     damaged = json.loads(record.read_text())
