@@ -7,6 +7,7 @@
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
 #   bash dev/gpu-machine/gpu-session.sh repo 'rehearse:noop@0,1&' 'rehearse:hostile-timers@2&' 'aa-regression:5@3&' wait
+#   bash dev/gpu-machine/gpu-session.sh repo gaps@0 'clock:honest,honest-old@0'   # the clock's figure against the in-process one
 #                                         # side by side on four GPUs, each on its GPU's share of the cores
 #   bash dev/gpu-machine/gpu-session.sh node-closed repo beside:4   # two GPUs: nvidia-smi with the other GPU's node closed; no-op regression runs beside a busy GPU
 #   bash dev/gpu-machine/gpu-session.sh repo gate-beside-tests gate-beside-tests:pinned   # two GPUs: the gate beside the test job, without and with each side on its own cores
@@ -262,6 +263,29 @@ run_step() {
       gpu=${step#gap@}
       timed on_gpu "$gpu" python3 tools/probes/clock_gap.py --json "$OUT/clock-gap.json" > "$OUT/clock-gap.log" 2>&1
       tail -n 6 "$OUT/clock-gap.log" ;;
+    gaps@*)
+      # Where the clock's call processes lose time (issue 46): tools/probes/clock_gap.py on GPU G on
+      # its share of the cores, on one core (as the clock pins a call process), on one core with CUDA
+      # spinning while it waits, and on one core while the core's other thread spins (what the
+      # clock's spinning beside a call costs where they share a core). lscpu's cores first.
+      gpu=${step#gaps@}; dir=$OUT/gaps; mkdir -p "$dir"; lscpu -e > "$dir/lscpu.txt" 2>&1
+      cpus=$(bash "$TREE/tools/gpu-runner/gpu-cpus.sh" "$gpu" "$(nvidia-smi -L | wc -l)") || exit 1
+      one=${cpus%%,*}
+      other=$(lscpu -p=CPU,CORE | awk -F, -v c="$one" '/^#/ {next} {core[$1] = $2} END {for (x in core) if (x != c && core[x] == core[c]) {print x; exit}}')
+      echo "GPU $gpu: cores $cpus; one core $one, its other thread ${other:-none}" | tee "$dir/cores.txt"
+      probe() {
+        local name=$1; shift
+        CUDA_VISIBLE_DEVICES=$gpu timed "$@" --json "$dir/$name.json" > "$dir/$name.log" 2>&1
+        echo "--- $name"; grep -A5 "^cores" "$dir/$name.log"
+      }
+      probe share taskset -c "$cpus" python3 tools/probes/clock_gap.py
+      probe one-core taskset -c "$one" python3 tools/probes/clock_gap.py
+      probe one-core-spin taskset -c "$one" python3 tools/probes/clock_gap.py --spin
+      if [ -n "$other" ]; then
+        taskset -c "$other" python3 -c "while True: pass" & spinner=$!
+        probe one-core-beside-a-spinning-thread taskset -c "$one" python3 tools/probes/clock_gap.py
+        kill "$spinner"
+      fi ;;
     aa-regression:*)
       # Issue 46's A/A: gpu.yml's regression job (nox -s regression -- BASE HEAD) of main against a
       # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. Each run's

@@ -7,8 +7,11 @@ sandbox; ``unsloth``; ``bitsandbytes``), receives the manifest and the regions f
 rebuilds the weights as views of memory it does not own (the inputs read-only), compiles by calling
 each weight twice, says it is ready, then carries out the clock's commands: ``CALL w s`` dequantizes
 weight ``w`` into slot ``s`` through the implementation's ``fast_dequantize(W, quant_state, out=)``
-and synchronizes, then answers. It times nothing, checks nothing and writes no record: whatever it
-prints is log, and whatever it answers only says "done".
+and synchronizes, then answers. Unsloth, the baseline, makes the puzzle's own call instead,
+``fast_dequantize(W, quant_state)`` into an output of its own: it is trusted, so its output needs no
+checking, and Challenge A's figure then keeps the puzzle's baseline (``judge.OWN_OUTPUT``). It
+times nothing, checks nothing and writes no record: whatever it prints is log, and whatever it
+answers only says "done".
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ def implementation(name: str) -> tuple[Callable, str]:
         import unsloth
         from unsloth.kernels.utils import fast_dequantize
 
-        return (lambda W, state, out: fast_dequantize(W, state, out=out)), unsloth.__file__
+        return (lambda W, state, out: fast_dequantize(W, state)), unsloth.__file__
     if name == "bitsandbytes":  # the oracle's path on each device, its answer copied in
         from harness.core import oracle
 

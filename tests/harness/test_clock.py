@@ -113,6 +113,34 @@ def test_each_process_runs_on_the_core_it_was_given_and_the_clock_gets_its_own_b
     assert sorted(os.sched_getaffinity(0)) == mine
 
 
+# (package, core) of each CPU: cores 0..3 with CPU n and n + 4 its two threads, as Linux numbers
+# most hosts, and a host that numbers each core's threads side by side.
+SPLIT = {cpu: (0, cpu % 4) for cpu in range(8)}
+SIDE_BY_SIDE = {cpu: (0, cpu // 2) for cpu in range(8)}
+
+
+@pytest.mark.parametrize(
+    ("allowed", "topology", "expected"),
+    [
+        (range(8), SPLIT, [0, 1, 2, 3]),
+        (range(8), SIDE_BY_SIDE, [0, 2, 4, 6]),
+        ([2, 3, 6, 7], SPLIT, [2, 6, 3, 7]),  # two cores: the clock beside the reference, the calls beside each other
+        ([2, 3, 4, 5], SIDE_BY_SIDE, [2, 3, 4, 5]),
+        ([1, 2, 3], SPLIT, None),
+    ],
+)
+def test_each_process_gets_a_physical_core_of_its_own_where_there_are_cores_enough(allowed, topology, expected):
+    assert processes.cores(4, allowed, topology.__getitem__) == expected
+
+
+def test_a_cpu_sysfs_does_not_describe_is_a_core_of_its_own(tmp_path):
+    (tmp_path / "cpu3" / "topology").mkdir(parents=True)
+    (tmp_path / "cpu3" / "topology" / "core_id").write_text("1\n")
+    (tmp_path / "cpu3" / "topology" / "physical_package_id").write_text("0\n")
+    assert processes.core_of(3, tmp_path) == (0, 1)
+    assert processes.core_of(5, tmp_path) == (-1, 5)
+
+
 def test_every_process_said_ready_but_the_one_that_exits_on_import(clocked):
     session, ready = clocked
     assert "exit" not in session.impls and "ended before saying it is ready" in ready["exit"]["error"]
@@ -141,6 +169,32 @@ def test_skipped_work_leaves_a_slot_the_reference_finds_wrong(clocked):
     session, _ = clocked
     with pytest.raises(judge.Failed, match="differs"):
         session.timed_batch("skip", 0)
+
+
+def test_only_the_baseline_s_outputs_go_unchecked_and_a_candidate_s_always_are(clocked, monkeypatch):
+    """The baseline (``judge.OWN_OUTPUT``: Unsloth, trusted, timed on the puzzle's call into an
+    output of its own) writes no slot: its batches check nothing. The same skipped work under a
+    candidate's name fails."""
+    session, _ = clocked
+    assert session.unchecked == frozenset()  # no launcher here runs the baseline's implementation
+    monkeypatch.setattr(session, "unchecked", frozenset({"skip"}))
+    before = session.stats["checks"]
+    assert session.timed_batch("skip", 0) > 0
+    assert session.stats["checks"] == before
+    monkeypatch.setattr(session, "unchecked", frozenset({"bitsandbytes"}))
+    with pytest.raises(judge.Failed, match="differs"):
+        session.timed_batch("skip", 0)
+
+
+def test_a_session_leaves_unchecked_exactly_the_processes_of_the_baseline_s_implementation(monkeypatch):
+    monkeypatch.setattr(judge, "OWN_OUTPUT", ("bitsandbytes",))
+    trusted = judge.trusted_env({"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
+    launchers = {
+        name: (impl, processes.plain(trusted)) for name, impl in (("base", "bitsandbytes"), ("kernel", "nf4kernel"))
+    }
+    with judge.session(launchers, SETUP, trusted) as (session, ready):
+        assert session.unchecked == frozenset({"base"})
+        assert all(not r.get("error") for r in ready.values())
 
 
 def test_forged_timers_change_nothing_the_clock_reads(clocked):

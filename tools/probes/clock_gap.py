@@ -11,6 +11,12 @@ order of implementations reverses every other round:
   out     fast_dequantize(W, state, out=buf): one output buffer per weight, the same every call
   cold    out= into the clock's slots, reading the clock's copies (plan.pool and plan.batch, twice
           L2 each): no input or output warm
+  region  cold, but the weights, states and slots are the call process's own objects: views of a
+          VMM region laid out by the clock's ``inputs`` module, as ``worker.py`` rebuilds them
+
+Run it under ``taskset -c N`` to see one core's cost (the clock pins each call process to one), and
+with ``--spin`` to make CUDA spin while it waits (the primary context's CU_CTX_SCHED_SPIN, set
+before torch creates it) instead of the driver's choice.
 
 and the channel's (``harness/clock/channel.py``) round trip to a process that answers at once,
 each side on a core of its own (``processes.cores``) and not. The clock's own figure, the rest, is
@@ -21,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import subprocess
@@ -35,7 +42,7 @@ from harness.clock import channel as ch  # noqa: E402
 from harness.clock import plan, processes  # noqa: E402
 from harness.core import workload  # noqa: E402
 
-MODES = ("puzzle", "out", "cold")
+MODES = ("puzzle", "out", "cold", "region")
 ANSWER = """import sys
 from harness.clock import channel as ch
 line = ch.Channel(int(sys.argv[1]))
@@ -80,6 +87,39 @@ def calls_of(mlp_copies, slots, rng) -> dict:
     }
 
 
+def region_calls(rng, l2) -> dict:
+    """Each MLP's ``region`` calls: the clock's reference's weights in a VMM region, rebuilt as a
+    call process rebuilds them, in the order a batch of the clock draws."""
+    from harness.clock import inputs, reference
+    from harness.clock.regions import Region
+
+    setup = {"device": "cuda", "challenge": [list(mlp) for mlp in workload.CHALLENGE_A]}
+    copies, layers, slots = reference.pools(setup, 2 * l2)
+    weights = reference.build(setup, copies)
+    manifest, inputs_bytes, slots_bytes = inputs.lay_out(weights, slots)
+    given, outs = Region.create(inputs_bytes, "cuda"), Region.create(slots_bytes, "cuda")
+    inputs.fill(given, weights, manifest)
+    pairs = inputs.quant_states(given, manifest)
+    found, first = {}, 0
+    for g, (hd, m, dtype, _) in enumerate(workload.CHALLENGE_A):
+        batch = plan.batch(rng, first, copies[g], layers[g], slots[g], workload.ROUNDS_PER_TIMING, 0)
+        found[f"{hd}x{m} {dtype}"] = [(*pairs[w], inputs.slot_view(outs, manifest, w, s)) for w, s in batch.calls]
+        first += copies[g] * layers[g]
+    return found
+
+
+def spin_while_waiting() -> None:
+    """CU_CTX_SCHED_SPIN on device 0's primary context, before torch creates it."""
+    import ctypes
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    device = ctypes.c_int()
+    calls = (cuda.cuInit(0), cuda.cuDeviceGet(ctypes.byref(device), 0), cuda.cuDevicePrimaryCtxSetFlags(device, 1))
+    for status in calls:
+        if status != 0:
+            raise RuntimeError(f"CUDA driver call failed: {status}")
+
+
 def slot_for(slot, layer):
     """Layer's output in ``slot`` (a uint8 buffer as large as the MLP's largest output)."""
     state = layer.weight.quant_state
@@ -102,14 +142,17 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/probes/clock_gap.py", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--spin", action="store_true", help="CUDA spins while it waits (CU_CTX_SCHED_SPIN)")
     args = parser.parse_args(argv)
+    if args.spin:
+        spin_while_waiting()
     import torch
 
     if not torch.cuda.is_available():
         print("clock_gap: no CUDA GPU here (exit 4)", file=sys.stderr)
         return 4
-    cores = processes.cores(2)
-    channel = {"own cores": round_trip_us(cores or (None, None)), "shared": round_trip_us((None, None))}
+    cores = processes.cores(2)  # none on one core: two spinning sides would take turns by the scheduler
+    channel = {"own cores": round_trip_us(cores), "shared": round_trip_us((None, None))} if cores else {}
     import unsloth  # noqa: F401  (patches on import; its kernels need it first)
     from unsloth.kernels.utils import fast_dequantize
 
@@ -125,6 +168,8 @@ def main(argv=None) -> int:
         mlps = [workload.build_mlp(hd, m, getattr(torch, dtype), seed + 1000 * v) for v in range(copies)]
         buffers = [torch.empty(n * itemsize, dtype=torch.uint8, device="cuda") for _ in range(slots)]
         plans.append((f"{hd}x{m} {dtype}", calls_of(mlps, buffers, rng)))
+    for label, calls in region_calls(rng, l2).items():
+        dict(plans)[label]["region"] = calls
     for fn in impls.values():  # compile and plan outside the timed rounds
         for _, modes in plans:
             for mode in MODES:
@@ -138,8 +183,10 @@ def main(argv=None) -> int:
         print(f"round {r + 1}/{args.rounds} done", flush=True)
     median = statistics.median
     table = {n: {mode: {k: median(v) for k, v in by.items()} for mode, by in m.items()} for n, m in times.items()}
-    own, shared = channel["own cores"], channel["shared"]
-    print(f"channel round trip, median: {own:.2f} us on cores of their own, {shared:.2f} us not")
+    print(f"cores {sorted(os.sched_getaffinity(0))}, spin {args.spin}")
+    if channel:
+        own, shared = channel["own cores"], channel["shared"]
+        print(f"channel round trip, median: {own:.2f} us on cores of their own, {shared:.2f} us not")
     for mode in MODES:
         row = "  ".join(
             f"{label}: nf4kernel {table['nf4kernel'][mode][label]:.1f} unsloth {table['unsloth'][mode][label]:.1f} "
