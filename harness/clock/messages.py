@@ -62,6 +62,7 @@ def serve_clock(prog: str, usage: str, fds: list[str], serve: Callable, ok: bool
     or no two descriptors of the clock's) is one line and exit 2; a failure while serving is told
     to the clock in one line, then raised for the log."""
     from harness.clock.channel import Channel
+    from harness.clock.spin import spin_while_waiting
 
     if not ok or len(fds) != 2 or not all(w.isdigit() for w in fds):
         print(f"usage: python -P -m {prog} {usage} (started by the clock; exit 2)", file=sys.stderr)
@@ -73,6 +74,7 @@ def serve_clock(prog: str, usage: str, fds: list[str], serve: Callable, ok: bool
         print(f"{prog}: descriptors {fds[0]}, {fds[1]} are not the clock's: {error} (exit 2)", file=sys.stderr)
         return 2
     try:
+        spin_while_waiting()  # before serve() imports torch or an implementation
         return serve(sock, line)
     except Exception as error:
         with contextlib.suppress(OSError):

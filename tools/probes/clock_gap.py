@@ -15,8 +15,8 @@ order of implementations reverses every other round:
           VMM region laid out by the clock's ``inputs`` module, as ``worker.py`` rebuilds them
 
 Run it under ``taskset -c N`` to see one core's cost (the clock pins each call process to one), and
-with ``--spin`` to make CUDA spin while it waits (the primary context's CU_CTX_SCHED_SPIN, set
-before torch creates it) instead of the driver's choice.
+with ``--spin`` to make CUDA spin while it waits (``harness/clock/spin.py``, as the clock's processes
+do) instead of the driver's choice.
 
 and the channel's (``harness/clock/channel.py``) round trip to a process that answers at once,
 each side on a core of its own (``processes.cores``) and not. The clock's own figure, the rest, is
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from harness.clock import channel as ch  # noqa: E402
-from harness.clock import plan, processes  # noqa: E402
+from harness.clock import plan, processes, spin  # noqa: E402
 from harness.core import workload  # noqa: E402
 
 MODES = ("puzzle", "out", "cold", "region")
@@ -108,18 +108,6 @@ def region_calls(rng, l2) -> dict:
     return found
 
 
-def spin_while_waiting() -> None:
-    """CU_CTX_SCHED_SPIN on device 0's primary context, before torch creates it."""
-    import ctypes
-
-    cuda = ctypes.CDLL("libcuda.so.1")
-    device = ctypes.c_int()
-    calls = (cuda.cuInit(0), cuda.cuDeviceGet(ctypes.byref(device), 0), cuda.cuDevicePrimaryCtxSetFlags(device, 1))
-    for status in calls:
-        if status != 0:
-            raise RuntimeError(f"CUDA driver call failed: {status}")
-
-
 def slot_for(slot, layer):
     """Layer's output in ``slot`` (a uint8 buffer as large as the MLP's largest output)."""
     state = layer.weight.quant_state
@@ -145,7 +133,7 @@ def main(argv=None) -> int:
     parser.add_argument("--spin", action="store_true", help="CUDA spins while it waits (CU_CTX_SCHED_SPIN)")
     args = parser.parse_args(argv)
     if args.spin:
-        spin_while_waiting()
+        spin.spin_while_waiting()
     import torch
 
     if not torch.cuda.is_available():
