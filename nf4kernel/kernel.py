@@ -176,7 +176,7 @@ TRITON_LOCK = threading.RLock()
 # --- Tile shape -----------------------------------------------------------------------------------
 # Speed only: every choice is bit-exact, on every GPU. A tile gives each thread 16 output bytes (one
 # 128-bit store) times ``vector``, from the packed bytes it loaded itself, so no value crosses threads
-# between load and store. Picked by harness.tuning.sweep on an H200: large weights stream best
+# between load and store. Picked by studies.sweep on an H200: large weights stream best
 # through small programs that store 64 bytes per thread and evict early; smaller ones with 4 warps.
 #
 # On GPUs it was not tuned on (a T4, an A10, an L4, ...) the same table applies: the results are the
@@ -184,7 +184,7 @@ TRITON_LOCK = threading.RLock()
 # the newest target Triton knows: tests/test_targets.py). A runner's owner tunes it for their GPU with
 # one command, the sweep, and points NF4KERNEL_TILES at what it wrote:
 #
-#     python -m harness.tuning.sweep --json tiles.json && export NF4KERNEL_TILES=$PWD/tiles.json   # from a checkout
+#     python -m studies.sweep --json tiles.json && export NF4KERNEL_TILES=$PWD/tiles.json   # from a checkout
 #
 # (read once per process, at the first GPU launch; see gpu_tiles).
 GPU_TILES = (
@@ -249,7 +249,7 @@ def gpu_tiles() -> tuple[tuple[int, int, int, str, int], ...]:
 
 
 def tiles_from_sweep(sweep: dict, source: str = "the sweep") -> tuple[tuple[int, int, int, str, int], ...]:
-    """A tile table from ``harness.tuning.sweep --json``'s output: for each swept weight, its
+    """A tile table from ``studies.sweep --json``'s output: for each swept weight, its
     fastest (num_warps, tiles per program, eviction, stores per thread; a sweep from before the
     last was swept gives 1) applies from its packed size up to the next
     larger swept weight; the smallest one's applies below it too."""

@@ -71,7 +71,7 @@ def kernel_arguments(
     tensors: Tensors4bit, layout: Layout, out: torch.Tensor, interpreted: bool, pdl: bool = False, **tile
 ):
     """``arguments`` with the tile's choices as keywords (num_warps, iters, evict, vector; the table's
-    for any not given; the interpreter's tile ignores them): the entry ``harness.tuning.sweep`` and
+    for any not given; the interpreter's tile ignores them): the entry ``studies.sweep`` and
     ``benchmarks/_triton_op.py`` call."""
     chosen = None
     if tile and not interpreted:

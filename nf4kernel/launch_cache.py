@@ -56,7 +56,7 @@ from .inputs import Checked, extents, overlaps
 from .launch import direct_launcher, kernel_arguments, kernel_pointers, launch, state_pointers
 from .quant_state import Layout, int_key, integer, module_weight, shape_key, tensors_of
 
-__all__ = ["dequantize", "kernel_arguments"]  # the second: what harness.tuning.sweep and benchmarks call
+__all__ = ["dequantize", "kernel_arguments"]  # the second: what studies.sweep and benchmarks call
 _PLANS: dict[int, Plan] = {}
 _Module = torch.nn.Module
 _plain_tensors = compat.plain_tensors()

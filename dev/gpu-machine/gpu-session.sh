@@ -92,10 +92,10 @@ run_step() {
       tail -n 6 "$OUT/regression-noop.log" ;;
     power-noop:*|power-ladder)
       # The regression check's power: no-op regression runs and the planted ladder
-      # (harness/tuning/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
+      # (studies/power.py); each run lands in $OUT/power/runs.jsonl as it ends.
       what=${step#power-}; what=${what%%:*}; runs=${step#power-noop:}
       [ "$what" = noop ] && extra=(--runs "$runs") || extra=()
-      timed python3 -m harness.tuning.power "$what" --out "$OUT/power" "${extra[@]}" > "$OUT/power-$what.log" 2>&1
+      timed python3 -m studies.power "$what" --out "$OUT/power" "${extra[@]}" > "$OUT/power-$what.log" 2>&1
       tail -n 20 "$OUT/power-$what.log" ;;
     results) tar czf "$OUT/asv-results.tgz" .asv/results benchmarks/history && ls -la "$OUT" ;;
     main-job)
@@ -155,7 +155,7 @@ run_step() {
       } > "$OUT/node-closed.txt" 2>&1
       grep -E "exit|pid 1|GPU 0" "$OUT/node-closed.txt" ;;
     beside:*)
-      # Issue 37: the regression check's no-op verdict on GPU 0 (harness.tuning.power noop, N runs)
+      # Issue 37: the regression check's no-op verdict on GPU 0 (studies.power noop, N runs)
       # while GPU 1 runs gpu.yml's test job or the gate's measurement, in turn (tests, gate, gate),
       # until the no-op runs end. After `repo` (the clone). power's runs.jsonl holds each run
       # (started at the epoch second its name ends with); neighbour.log what GPU 1 ran when.
@@ -174,7 +174,7 @@ run_step() {
       ) &
       neighbour=$!
       sleep 20  # the neighbour's first job under way before the first no-op run starts
-      CUDA_VISIBLE_DEVICES=0 timed python3 -m harness.tuning.power noop --runs "$runs" --out "$OUT/beside/noop" > "$OUT/beside/noop.log" 2>&1
+      CUDA_VISIBLE_DEVICES=0 timed python3 -m studies.power noop --runs "$runs" --out "$OUT/beside/noop" > "$OUT/beside/noop.log" 2>&1
       touch /tmp/beside-done; wait "$neighbour"
       tail -n 8 "$OUT/beside/noop.log"; cat "$OUT/beside/neighbour.log"
       grep -h "^nf4kernel vs Unsloth" "$OUT"/beside/neighbour-*-gate.log ;;
@@ -339,7 +339,7 @@ run_step() {
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
-    sweep) python3 -m harness.tuning.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
+    sweep) python3 -m studies.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     pdl) timed python3 tools/probes/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
     ceiling) timed python3 tools/probes/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)
@@ -348,7 +348,7 @@ run_step() {
         echo "gate run $i exit $?" | tee -a "$OUT/gate3.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 12 ;;
-    perf) python3 -m harness.tuning.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
+    perf) python3 -m studies.perf --json "$OUT/perf.json" 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/perf.log" ;;
     *) python3 -m "$step" 2>&1 | tee "$OUT/$step.log" ;;
   esac
 }

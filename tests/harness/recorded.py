@@ -159,17 +159,17 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 
-H100_LADDER = FIXTURES / "power-h100"  # harness.tuning.power on an H100: a859f84, then 637a7c4
+H100_LADDER = FIXTURES / "power-h100"  # studies.power on an H100: a859f84, then 637a7c4
 
 
 def h100_ladder(plant: str) -> dict:
     """A whole record as the regression check wrote it on an H100 for a planted slowdown (every call's
     time, per result, per process): ``large-5pct``, ``large-10pct``, ``large-20pct`` or ``all-5pct``."""
-    from harness.tuning import power
+    from studies import power
 
     (path,) = H100_LADDER.glob(f"ladder-{plant}-*.json.gz")
     return power.read_record(path)
 
 
-# harness.tuning.power noop on H100s: six of 637a7c4 on one machine, one of 7b9ff45 (power.read_record)
+# studies.power noop on H100s: six of 637a7c4 on one machine, one of 7b9ff45 (power.read_record)
 H100_NOOPS = sorted(H100_LADDER.glob("noop-*.json.gz"))

@@ -597,5 +597,5 @@ def no_gpu_here(monkeypatch):
 def test_sweep_and_perf_given_any_arguments_answer_with_an_exit_code(no_gpu_here, workdir, which, argv):
     import importlib
 
-    code, out, err = run(importlib.import_module(f"harness.tuning.{which}").main, argv)
+    code, out, err = run(importlib.import_module(f"studies.{which}").main, argv)
     assert code in {0, 2, 4} and "Traceback" not in out + err, (argv, code, out, err)

@@ -9,7 +9,7 @@ exit code (random and hostile argument lists for the same programs: test_any_inp
 * ``python -m harness.github.pins`` with no index answering: exit 3, "no verdict" (was "every pin
   has a wheel for every leg", exit 0).
 * A regression record with a pass of one round: refused, exit 2 (was PASS).
-* ``python -m harness.tuning.sweep``/``perf``: their usage names them as they are typed (was
+* ``python -m studies.sweep``/``perf``: their usage names them as they are typed (was
   ``sweep.py``); ``python -m harness.github.act_ci --help`` exits 0 (was 2).
 * asv's last line before the site plugin's own ("Writing index") ends before the plugin prints.
 """
@@ -188,9 +188,9 @@ def test_a_second_pass_of_one_round_is_refused_too(tmp_path):
 def test_the_tuning_commands_name_themselves_as_typed(module):
     import importlib
 
-    main = importlib.import_module(f"harness.tuning.{module}").main
+    main = importlib.import_module(f"studies.{module}").main
     code, out, _ = run(main, ["--help"])
-    assert code == 0 and out.startswith(f"usage: python -m harness.tuning.{module} ")
+    assert code == 0 and out.startswith(f"usage: python -m studies.{module} ")
 
 
 @pytest.mark.parametrize(
@@ -207,7 +207,7 @@ def test_the_tuning_commands_name_themselves_as_typed(module):
 def test_the_tuning_commands_refuse_what_the_kernel_cannot_run_before_looking_for_a_gpu(module, argv, said):
     import importlib
 
-    code, _, err = run(importlib.import_module(f"harness.tuning.{module}").main, argv)
+    code, _, err = run(importlib.import_module(f"studies.{module}").main, argv)
     assert code == 2 and said in err.splitlines()[-1] and "Traceback" not in err, err
 
 

@@ -105,27 +105,27 @@ DOCUMENTED = [
     Documented("python -m harness.gate --aa --json aa.json", 4, GATE_NO_GPU),
     # ../pr-checkout: a clone of this checkout beside the working directory, as a PR's would be.
     Documented("python -m harness.gate --kernel ../pr-checkout --json pr.json", 4, GATE_NO_GPU),
-    Documented("python -m harness.tuning.sweep --json tiles.json", 4, NO_GPU),
+    Documented("python -m studies.sweep --json tiles.json", 4, NO_GPU),
     # DIR, here and below: a folder of this test's.
     Documented(
-        "python -m harness.tuning.power noop --runs 10 --out DIR",
+        "python -m studies.power noop --runs 10 --out DIR",
         4,
         NO_GPU,
-        "python -m harness.tuning.power noop --runs 10 --out {tmp}/power",
+        "python -m studies.power noop --runs 10 --out {tmp}/power",
     ),
     Documented(
-        "python -m harness.tuning.power ladder --out DIR",
+        "python -m studies.power ladder --out DIR",
         4,
         NO_GPU,
-        "python -m harness.tuning.power ladder --out {tmp}/power",
+        "python -m studies.power ladder --out {tmp}/power",
     ),
     # The committed H100 records: the report reads them and writes nothing.
     Documented(
-        "python -m harness.tuning.power report --out tests/fixtures/power-h100",
+        "python -m studies.power report --out tests/fixtures/power-h100",
         0,
         "| gate plant |",
-        "python -m harness.tuning.power report --out {root}/tests/fixtures/power-h100",
-        also=("python -m harness.tuning.power report --out DIR",),
+        "python -m studies.power report --out {root}/tests/fixtures/power-h100",
+        also=("python -m studies.power report --out DIR",),
     ),
     Documented(
         "python -m benchmarks._training --out DIR --no-unsloth",

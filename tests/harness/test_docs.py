@@ -467,7 +467,7 @@ NOT_RUN_IN_CI = {
         SERVES,
         "tests/harness/test_site_preview.py starts asv's server through harness.history.site preview, and stops it",
     ),
-    "python -m harness.tuning.power resample --out DIR --commit C": Why(
+    "python -m studies.power resample --out DIR --commit C": Why(
         TOO_LONG,
         "1000 no-op runs: over 5 minutes on 2 cores; tests/harness/test_power.py resamples the committed records",
     ),

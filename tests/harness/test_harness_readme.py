@@ -16,8 +16,6 @@ README = (HARNESS / "README.md").read_text()
 ALLOWED = {
     ("gate", "clock"),
     ("regression", "clock"),
-    ("tuning", "gate"),
-    ("tuning", "regression"),
     ("history", "github"),
 }
 
@@ -53,6 +51,24 @@ def test_packages_import_core_their_own_and_only_what_the_readme_names():
         crossing |= {(own, other) for other in imported_packages(path) if other not in ("core", own)}
     assert crossing <= ALLOWED, crossing - ALLOWED
     assert not {other for own, other in crossing if own == "clock"}  # the clock imports core/ alone
+
+
+def test_no_module_of_the_harness_or_a_workflow_imports_the_studies():
+    """``studies/`` measures for people: nothing that decides a verdict or runs in a workflow
+    loads it."""
+    users = [p for p in modules() if "studies" in {n.split(".")[0] for n in imported_modules(p)}]
+    workflows = [p for p in (ROOT / ".github" / "workflows").glob("*.yml") if "studies" in p.read_text()]
+    assert not users and not workflows
+
+
+def imported_modules(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
 
 
 def test_the_clocks_process_loads_no_torch_kernel_or_unsloth():

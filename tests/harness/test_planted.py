@@ -4,7 +4,7 @@ dev/gpu-machine/gpu-session.sh's ``planted`` and ``regression`` steps apply them
 that the gate and the regression check catch a slowdown. A patch that no longer applies, or that
 lands off the planned call's launch, would only show there, as a failed step or a gate that passes.
 
-The ladder (``large-5pct``, ``large-10pct``, ``large-20pct``, ``all-5pct``: ``python -m harness.tuning.power``)
+The ladder (``large-5pct``, ``large-10pct``, ``large-20pct``, ``all-5pct``: ``python -m studies.power``)
 plants slowdowns of known size: after the kernel, a copy that moves a stated fraction of the bytes
 the kernel moves, on the weights of 16 MB and more packed, or on every weight.
 """

@@ -1,4 +1,4 @@
-"""harness/tuning/power.py on the CPU: the planted commits it measures, and its report from runs (built
+"""studies/power.py on the CPU: the planted commits it measures, and its report from runs (built
 here from the H200 runs, as the rule's tests build them). Its measurements need a GPU."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import recorded
 
-from harness.tuning import power
+from studies import power
 
 ROOT = Path(__file__).resolve().parents[2]
 LARGE = [k for k in recorded.history_run(recorded.SAME_KERNEL[0]) if recorded.packed_bytes(k) >= 16 * 2**20]

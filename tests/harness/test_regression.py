@@ -21,7 +21,7 @@ from harness.core.kernel_source import Staged
 from harness.regression import cli as regression
 from harness.regression import clocked
 from harness.regression import rule as regression_rule
-from harness.tuning import power
+from studies import power
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = sorted(recorded.history_run(recorded.SAME_KERNEL[0]))
@@ -246,7 +246,7 @@ def test_a_recorded_h100_slowdown_confined_to_the_large_weights_is_called(tmp_pa
 
 @pytest.mark.parametrize("path", recorded.H100_NOOPS, ids=[p.name.split(".")[0] for p in recorded.H100_NOOPS])
 def test_each_recorded_h100_no_op_passes(tmp_path, capsys, path):
-    """The no-op runs of one commit on one H100 (harness.tuning.power noop), replayed: nothing called."""
+    """The no-op runs of one commit on one H100 (studies.power noop), replayed: nothing called."""
     record = power.read_record(path)
     assert record["base"] == record["head"]
     assert regression.main(["--replay", write(tmp_path, record)]) == 0

@@ -5,7 +5,7 @@
 For each tile variant (num_warps, tiles per program, 16-byte stores per thread, eviction), checked
 bit-exact first: the kernel's time replayed from a CUDA graph (no launch gaps). Then, for the
 default tile, the same launches back to back from the host, and ``dequantize()`` back to back (what
-``harness.tuning.perf`` reports): the difference is what launching costs the GPU between kernels.
+``studies.perf`` reports): the difference is what launching costs the GPU between kernels.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import torch
 
 import nf4kernel
 from harness.core import workload
-from harness.tuning import sweep
 from nf4kernel import kernel as K
+from studies import sweep
 
 
 def main(argv=None) -> int:

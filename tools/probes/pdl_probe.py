@@ -35,10 +35,10 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 import nf4kernel
 from harness.core import workload
-from harness.tuning import sweep
 from nf4kernel import kernel as K
 from nf4kernel import launch
 from nf4kernel.kernel import dequantize_4bit_kernel
+from studies import sweep
 
 # 0 off; 1 wait, the next kernel scheduled as programs exit (what launches use); 2 wait, then let the
 # next kernel be scheduled at once; 3 wait, and let it be scheduled once the program's stores are issued.

@@ -3,7 +3,7 @@ stores per thread) on a few weights and prints the fastest. Speed only: each var
 checked bit-exact. Launches are replayed from a CUDA graph, so the times are the GPU's, not
 Triton's launch path.
 
-    python -m harness.tuning.sweep [--json PATH] [--warps 2 4] [--iters 1 2] [--vectors 1 4]
+    python -m studies.sweep [--json PATH] [--warps 2 4] [--iters 1 2] [--vectors 1 4]
 
 Exit 0 when swept; 2 bad arguments (the kernel's own bounds: num_warps a power of two up to 32,
 tiles per program 1 to 64, stores per thread 1, 2, 4 or 8; a --json with no folder to go in); 4 without
@@ -17,7 +17,7 @@ if __name__ == "__main__":  # before torch is imported: where it is missing, one
 
     exits.require(
         ("torch",),
-        "python -m harness.tuning.sweep",
+        "python -m studies.sweep",
         "where torch is installed: the GPU image, or .nox/torch/bin/python",
     )
 
@@ -85,7 +85,7 @@ def graphed(launch):
 
 def main(argv=None) -> int:
     plain_streams()
-    parser = argparse.ArgumentParser(prog="python -m harness.tuning.sweep", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write every measurement here")
     warps, vectors = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8)  # what the kernel's tile table admits (kernel._tile_row)
     parser.add_argument(

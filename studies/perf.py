@@ -4,7 +4,7 @@
 2. 14336x4096 bf16 back to back: achieved bandwidth as a fraction of this run's device copy;
 3. host cost per call on 4096x1024 bf16, back to back.
 
-    python -m harness.tuning.perf [--rounds 5] [--json PATH]
+    python -m studies.perf [--rounds 5] [--json PATH]
 
 Exit 0 when measured; 2 bad arguments (--rounds below 1, a --json with no folder to go in); 4 without
 a CUDA GPU.
@@ -16,7 +16,7 @@ if __name__ == "__main__":  # before torch is imported: where it is missing, one
     from harness.core import exits
 
     exits.require(
-        ("torch",), "python -m harness.tuning.perf", "where torch is installed: the GPU image, or .nox/torch/bin/python"
+        ("torch",), "python -m studies.perf", "where torch is installed: the GPU image, or .nox/torch/bin/python"
     )
 
 import argparse
@@ -32,7 +32,7 @@ from harness.gate import decision
 
 def main(argv=None) -> int:
     plain_streams()
-    parser = argparse.ArgumentParser(prog="python -m harness.tuning.perf", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m studies.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved Challenge A rounds per implementation")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)

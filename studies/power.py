@@ -1,10 +1,10 @@
 """The regression check's power and false alarms, measured on a GPU: no-op runs and a ladder of
 planted slowdowns of known size (``harness/github/plants/``).
 
-    python -m harness.tuning.power noop --runs 10 --out benchmarks/results/regression-power/h100
-    python -m harness.tuning.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
-    python -m harness.tuning.power report --out DIR       # the tables from what DIR holds (no GPU)
-    python -m harness.tuning.power resample --out DIR [--commit C] [--force]
+    python -m studies.power noop --runs 10 --out benchmarks/results/regression-power/h100
+    python -m studies.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
+    python -m studies.power report --out DIR       # the tables from what DIR holds (no GPU)
+    python -m studies.power resample --out DIR [--commit C] [--force]
                                               # false alarms, from DIR's no-op runs (no GPU)
 
 ``resample`` estimates the false-alarm rate beyond the runs made: it builds no-op runs of the rule's
@@ -33,7 +33,7 @@ if __name__ == "__main__":  # before torch is imported: where it is missing, one
 
     exits.require(
         ("numpy", "torch"),
-        "python -m harness.tuning.power",
+        "python -m studies.power",
         "where torch is installed: the GPU image, or .nox/torch/bin/python",
     )
 
@@ -255,7 +255,7 @@ def paragraph(text: str, index: int) -> str:
 
 def parser() -> argparse.ArgumentParser:
     cli = argparse.ArgumentParser(
-        prog="python -m harness.tuning.power", description=paragraph(__doc__, 0), epilog=paragraph(__doc__, -1)
+        prog="python -m studies.power", description=paragraph(__doc__, 0), epilog=paragraph(__doc__, -1)
     )
     cli.add_argument(
         "what",
