@@ -217,9 +217,9 @@ def run(args) -> int:
         if args.kernel and not (args.replay or args.aa or args.no_sandbox) and gpu_state.gpu_here():
             # The trusted clock: the kernel under test runs in a sandboxed call process; this one
             # times and decides, and never imports it (nor torch).
-            from harness.gate import sandboxed as gate_sandbox
+            from harness.gate import sandboxed
 
-            record = gate_sandbox.measure(args)
+            record = sandboxed.measure(args)
             return report(args, record, decision.decide(record, args.threshold))
         kernel = None if args.replay else measurement.use_kernel(args.kernel, stack)
         if args.aa:

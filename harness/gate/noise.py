@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from harness.core import markdown as md
 from harness.core import stats
-from harness.gate import decision
-from harness.gate import table as gate_table
+from harness.gate import decision, table
 
 A, B = "A", "B"  # the two slots of the same nf4kernel.dequantize
 MODE = "aa"  # record["mode"]: how --replay tells an A/A record from a gate record
@@ -90,4 +89,4 @@ def text(record: dict, found: dict, threshold: float = decision.DEFAULT_THRESHOL
 
 def markdown(text_: str) -> str:
     """The job summary: the same text, its table as Markdown and every other line a paragraph."""
-    return "\n\n".join(["### nf4kernel A/A noise check", *gate_table.paragraphs(text_)]) + "\n"
+    return "\n\n".join(["### nf4kernel A/A noise check", *table.paragraphs(text_)]) + "\n"

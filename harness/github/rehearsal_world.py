@@ -22,8 +22,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.core import git as core_git
 from harness.core import gpu_types, policy
+from harness.core.git import output
 from harness.core.paths import ROOT
 from harness.github import act, gpu_leases
 from harness.github.fake_github import FakeGitHub, Pull, Serving
@@ -43,7 +43,7 @@ IDENTITY = ("user.name=rehearsal", "user.email=rehearsal@localhost")  # the scra
 
 
 def git(*args: str, cwd: Path, check: bool = True) -> str:
-    return core_git.output(*args, cwd=cwd, config=IDENTITY, check=check)
+    return output(*args, cwd=cwd, config=IDENTITY, check=check)
 
 
 @dataclass

@@ -4,7 +4,7 @@ Typed in the repository's root, ``asv publish`` builds the very site ``python -m
 publish`` (and so ``nox -s publish`` and ``nox -s bench``) builds, because that one runs ``asv
 publish`` too:
 
-1. the results are seeded with the GPU history committed under benchmarks/history/ (``history.seed``);
+1. the results are seeded with the GPU history committed under benchmarks/history/ (``store.seed``);
 2. asv's own publish reads a copy of them holding the GPU machines alone (a CPU machine's times are
    the interpreter's; ``site.gpu_results``);
 3. the benchmarks no machine has a result for are left off the index, asv's scripts insert tag,
@@ -39,8 +39,7 @@ from asv.commands.publish import Publish
 from asv.console import log
 from asv.util import UserError
 
-from harness.history import site, site_pages, site_scripts, site_vendored
-from harness.history import store as history
+from harness.history import site, site_pages, site_scripts, site_vendored, store
 
 CHECKED_ON = "0.6.6"
 CHECKED_PARAMETERS = ["cls", "conf", "range_spec", "pull"]
@@ -74,7 +73,7 @@ def _publishing_with(asvs_run):
     def run(cls, conf, range_spec=None, pull=True):
         results_dir = conf.results_dir
         _check_assets()  # before asv replaces the old site with one that could not be made self-contained
-        seeded = history.seed(Path(results_dir))
+        seeded = store.seed(Path(results_dir))
         if seeded:
             _say(f"site: {seeded} files of the committed GPU history copied into {results_dir}")
         with tempfile.TemporaryDirectory(prefix="asv-publish-") as tmp:

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
-from harness.core import git as core_git
+from harness.core.git import output
 from harness.core.paths import ROOT
 from harness.history.asv_env import SPEC
 
@@ -135,4 +135,4 @@ def outcome(results_dir: str, machine: str, commit: str, bench: str) -> Outcome:
 
 def git(*args: str) -> str:
     """git in this checkout (``core/git.py``): GitError where it fails."""
-    return core_git.output(*args, cwd=ROOT)
+    return output(*args, cwd=ROOT)

@@ -38,8 +38,7 @@ import time
 
 from harness.core import exits, kernel_source
 from harness.core.git import GitError
-from harness.history import asvrun, machine
-from harness.history import store as history
+from harness.history import asvrun, machine, store
 
 # Imports nf4kernel as the benchmark processes will (the staged folder first on the path) and checks
 # that it came from there and has the call the ruler uses.
@@ -122,7 +121,7 @@ def main(argv=None) -> int:
     if args.missing and args.list:
         if (results := results_dir(args.config)) is None:
             return 2
-        history.seed(results)
+        store.seed(results)
         chosen = missing_commits(commits, results, args.machine or machine.describe()["machine"], bench, args.limit)
         return list_missing(chosen, spec, args.limit)
     info = machine.register()
@@ -132,15 +131,15 @@ def main(argv=None) -> int:
         return exits.NO_GPU
     if (results := results_dir(args.config)) is None:
         return 2
-    history.seed(results)
+    store.seed(results)
     if args.missing:
         commits = missing_commits(commits, results, info["machine"], bench, args.limit)[::-1]  # oldest first
         if not commits:
             print(f"backfill: every first-parent commit of {spec} has a result on {info['machine']}", flush=True)
-            return store(results, info) if args.store else 0
+            return store_results(results, info) if args.store else 0
         print(f"backfill: {len(commits)} commits of {spec} with no result yet (--limit {args.limit})", flush=True)
     measure(commits, spec, args, results, info, bench)
-    return store(results, info) if args.store else 0
+    return store_results(results, info) if args.store else 0
 
 
 def results_dir(config: str):
@@ -189,13 +188,13 @@ def measure(commits: list[str], spec: str, args, results, info: dict, bench: str
         print(f"  skipped {sha[:8]}: {why}", flush=True)
 
 
-def store(results, info: dict) -> int:
+def store_results(results, info: dict) -> int:
     try:
-        stored = history.store(results, info["machine"])
+        stored = store.store(results, info["machine"])
     except ValueError as error:  # no results of this machine, or a file that isn't asv's
         print(f"backfill: nothing stored: {error}", file=sys.stderr)
         return 1
-    print(f"backfill: {stored} result files of {info['machine']} in {history.label(history.STORE)}", flush=True)
+    print(f"backfill: {stored} result files of {info['machine']} in {store.label(store.STORE)}", flush=True)
     return 0
 
 

@@ -23,8 +23,7 @@ import sys
 import time
 
 from harness.core import exits
-from harness.history import asvrun, machine, site
-from harness.history import store as history
+from harness.history import asvrun, machine, site, store
 
 
 def log(message: str) -> None:
@@ -55,7 +54,7 @@ def main(argv=None) -> int:
         log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
     conf = asvrun.load_config(args.config)
     results = asvrun.ROOT / conf["results_dir"]
-    seeded = history.seed(results)
+    seeded = store.seed(results)
     if seeded:
         log(f"{seeded} files of the committed GPU history copied into {conf['results_dir']}")
     commit = asvrun.git("rev-parse", "HEAD")
@@ -63,7 +62,7 @@ def main(argv=None) -> int:
     code = asvrun.run(commit, suite, info, args.config, quick=args.quick)
     found = asvrun.outcome(str(results), info["machine"], commit, asvrun.SUITES[suite].bench)
     log(f"{commit[:8]} on {info['machine']}: {found.line()}, {time.perf_counter() - started:.0f} s")
-    stored = not args.store or store(results, info["machine"])
+    stored = not args.store or store_results(results, info["machine"])
     if not args.no_publish:
         html = site.publish(args.config)
         log(
@@ -73,10 +72,10 @@ def main(argv=None) -> int:
     return 0 if code == 0 and not found.failed and found.measured and stored else 1
 
 
-def store(results, machine_name: str) -> bool:
+def store_results(results, machine_name: str) -> bool:
     """The machine's results copied into the committed history; False, said in one line, where it has none."""
     try:
-        log(f"{history.store(results, machine_name)} result files of {machine_name} in {history.STORE}")
+        log(f"{store.store(results, machine_name)} result files of {machine_name} in {store.STORE}")
     except ValueError as error:  # a run that wrote nothing for this machine
         log(f"nothing stored: {error}")
         return False

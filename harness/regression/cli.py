@@ -10,7 +10,7 @@ this one: its HEAD commit is fetched here). Each commit's nf4kernel, alone (``ke
 measured by *this* checkout's trusted clock in paired rounds (``clocked.py``): each kernel in a
 sandboxed process of its own that only runs calls, a batch of each a round, their order alternating,
 every call's go-to-done time on the clock kept. The verdict is this
-checkout's rule (``regression_rule.py``), whatever the tree under test says about its own harness:
+checkout's rule (``rule.py``), whatever the tree under test says about its own harness:
 
 * one result (a weight's shape and dtype) fails when its whole 95% interval lies above
   ``1 + --min-change`` (5%): slower than its own noise and by more than the practical minimum;
@@ -46,8 +46,7 @@ from pathlib import Path
 
 from harness.core import exits, kernel_source, records, workload
 from harness.core import markdown as md
-from harness.regression import clocked
-from harness.regression import rule as regression_rule
+from harness.regression import clocked, rule
 
 SHAPES, DTYPES = tuple(workload.SHAPES), workload.DTYPES  # the asv suite's weights
 CPU_KEYS = ("1024x512 bfloat16", "1024x512 float16")  # the smoke run's weights, in Triton's interpreter
@@ -63,7 +62,7 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
-def summary(record: dict, verdict: regression_rule.Judgement) -> str:
+def summary(record: dict, verdict: rule.Judgement) -> str:
     """The job summary, in Markdown: the record's strings (its commits, device, result names, and
     the notes that quote them) escaped (``md.text``)."""
     rounds = [len(p["rounds"]) for p in record["passes"]]
@@ -73,7 +72,7 @@ def summary(record: dict, verdict: regression_rule.Judgement) -> str:
     return (
         f"{heading(record)}\n\n"
         f"{md.text(record.get('device', 'an unnamed device'))}; {how}; each result judged against its own noise.\n\n"
-        f"{regression_rule.table(verdict)}\n{notes}\n\n**{said}**\n"
+        f"{rule.table(verdict)}\n{notes}\n\n**{said}**\n"
     )
 
 
@@ -97,11 +96,11 @@ def appended(summary_path: str | None, text: str) -> bool:
     return True
 
 
-def report(record: dict, verdict: regression_rule.Judgement, summary_path: str | None) -> int:
+def report(record: dict, verdict: rule.Judgement, summary_path: str | None) -> int:
     """The table and the verdict's lines on stdout, the summary appended to ``summary_path``; 0 pass,
     1 slower, 2 when the summary can't be written (the verdict then reaches no one who reads it).
     A record's strings reach the log as ``md.line``: one line each, no workflow command."""
-    print(regression_rule.table(verdict), flush=True)
+    print(rule.table(verdict), flush=True)
     for note in verdict.notes:
         print(f"regression: {md.line(note, limit=None)}", flush=True)
     for r in verdict.called:
@@ -146,7 +145,7 @@ def replay(path: str, args) -> int:
                 raise records.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
         if "failed" in record:
             return report_failed(record, args.summary)
-        verdict = regression_rule.decide(record, args.min_change, args.min_group_change)
+        verdict = rule.decide(record, args.min_change, args.min_group_change)
     except records.RecordError as error:
         return no_verdict(str(error))
     except ValueError as error:  # can't support a verdict: a pass of one round, suspects never re-measured
@@ -168,10 +167,8 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("--record", metavar="PATH", help="write the measurement here (JSON)")
     parser.add_argument("--measure-only", action="store_true", help="measure and write --record; give no verdict")
     parser.add_argument("--summary", help="append the verdict's table as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
-    parser.add_argument("--min-change", type=float, help=f"one result (default {regression_rule.DEFAULT_MIN_CHANGE})")
-    parser.add_argument(
-        "--min-group-change", type=float, help=f"a group (default {regression_rule.DEFAULT_MIN_GROUP_CHANGE})"
-    )
+    parser.add_argument("--min-change", type=float, help=f"one result (default {rule.DEFAULT_MIN_CHANGE})")
+    parser.add_argument("--min-group-change", type=float, help=f"a group (default {rule.DEFAULT_MIN_GROUP_CHANGE})")
     parser.add_argument("--rounds", type=int, default=clocked.FIRST_ROUNDS, help="first pass (%(default)s)")
     parser.add_argument(
         "--more-rounds", type=int, default=clocked.SECOND_ROUNDS, help="re-measuring pass (%(default)s)"
@@ -248,7 +245,7 @@ def main(argv=None) -> int:
     if args.measure_only:
         print(f"regression: {base[:8]} and {head[:8]} measured; no verdict asked", flush=True)
         return 0
-    return report(record, regression_rule.decide(record, args.min_change, args.min_group_change), args.summary)
+    return report(record, rule.decide(record, args.min_change, args.min_group_change), args.summary)
 
 
 def measure(args, base: str, head: str) -> dict | int:
@@ -270,8 +267,8 @@ def measure(args, base: str, head: str) -> dict | int:
                 device=args.device,
                 first_rounds=args.rounds,
                 second_rounds=args.more_rounds,
-                min_change=args.min_change or regression_rule.DEFAULT_MIN_CHANGE,
-                min_group_change=args.min_group_change or regression_rule.DEFAULT_MIN_GROUP_CHANGE,
+                min_change=args.min_change or rule.DEFAULT_MIN_CHANGE,
+                min_group_change=args.min_group_change or rule.DEFAULT_MIN_GROUP_CHANGE,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
         if error.exit_code in records.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step

@@ -1,6 +1,6 @@
 """The regression check's measurement, by the trusted clock (``harness/clock``): BASE's and HEAD's
 kernels each in a call process of its own in bubblewrap's sandbox, timed by the clock, checked by
-the reference process; then again where the first pass saw something (``regression_rule.suspects``).
+the reference process; then again where the first pass saw something (``rule.suspects``).
 
 The reference builds each suite weight in copies that outgrow L2; both kernels are first checked on
 the exactness matrix and every copy (a kernel with a wrong output gets no figures: exit 3). A round
@@ -23,11 +23,11 @@ import math
 from harness.clock import judge, processes
 from harness.core import kernel_source, sandbox
 from harness.core.paths import ROOT
-from harness.regression import rule as regression_rule
+from harness.regression import rule
 
 SIDES = ("base", "head")
-FIRST_ROUNDS = regression_rule.POLICY.first_rounds
-SECOND_ROUNDS = regression_rule.POLICY.second_rounds
+FIRST_ROUNDS = rule.POLICY.first_rounds
+SECOND_ROUNDS = rule.POLICY.second_rounds
 CALLS = 100  # calls per weight per batch (the asv suite's synchronized loop)
 CPU_CALLS = 3  # in Triton's interpreter
 CPU_WORKING_SET = 1 << 20
@@ -86,8 +86,8 @@ def measure(
     device: str = "cuda",
     first_rounds: int = FIRST_ROUNDS,
     second_rounds: int = SECOND_ROUNDS,
-    min_change: float = regression_rule.DEFAULT_MIN_CHANGE,
-    min_group_change: float = regression_rule.DEFAULT_MIN_GROUP_CHANGE,
+    min_change: float = rule.DEFAULT_MIN_CHANGE,
+    min_group_change: float = rule.DEFAULT_MIN_GROUP_CHANGE,
     log=print,
 ) -> dict:
     """Both passes: the first over ``keys``, the second over what the first calls slower or leaves
@@ -121,8 +121,8 @@ def measure(
             }
             try:
                 record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
-                first = regression_rule.judge(record["passes"][0], min_change, min_group_change)
-                again = regression_rule.suspects(first)
+                first = rule.judge(record["passes"][0], min_change, min_group_change)
+                again = rule.suspects(first)
                 if again:
                     log(f"regression: {len(again)} of {len(keys)} results to measure again: {', '.join(again)}")
                     record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
