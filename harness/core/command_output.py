@@ -1,6 +1,8 @@
-"""What a command does about its output before and while it writes: a file it will write checked
-to have a folder to go in (before minutes of measuring, not after), and stdout and stderr that
-never end its one line in an encoding error."""
+"""What a command does about its output: its ``--json``/``--record`` and ``--summary`` options
+(``add_record``, ``add_summary``), a file it will write checked to have a folder to go in (before
+minutes of measuring, not after), the one way every command writes a record or appends a summary
+(``written``: a failure names the option and the path, never a traceback), and stdout and stderr
+that never end its one line in an encoding error."""
 
 from __future__ import annotations
 
@@ -20,6 +22,32 @@ def check_output(parser, option: str, path: str | None) -> None:
         parser.error(f"{option} {path!r} is a folder, not a file")
     if not target.parent.is_dir():
         parser.error(f"{option} {path}: there is no folder {target.parent} to write it in")
+
+
+class Unwritten(ValueError):
+    """An output a command was asked for could not be written: the message names the option (or
+    the variable) and the path, and why."""
+
+
+def add_record(parser, option: str, what: str) -> None:
+    parser.add_argument(option, metavar="PATH", help=f"write {what} here (JSON)")
+
+
+def add_summary(parser, what: str) -> None:
+    parser.add_argument("--summary", metavar="PATH", help=f"append {what} as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+
+
+def written(option: str, path: str | None, text: str, append: bool = False) -> bool:
+    """``text`` written to ``path`` (appended where ``append``: a job summary); False where no path
+    was asked for. Unwritten where it can't be written."""
+    if not path:
+        return False
+    try:
+        with open(path, "a" if append else "w") as f:
+            f.write(text)
+    except (OSError, ValueError) as error:  # ValueError: a path with a NUL character
+        raise Unwritten(f"{option} {path}: {getattr(error, 'strerror', None) or error}") from None
+    return True
 
 
 def plain_streams() -> None:

@@ -43,7 +43,7 @@ import contextlib
 import json
 import math
 
-from harness.core import gpu_state, gpu_types, records
+from harness.core import command_output, gpu_state, gpu_types, records
 from harness.core import markdown as md
 from harness.gate import decision, measurement, noise
 from harness.gate.table import markdown, table
@@ -75,8 +75,8 @@ def command_line() -> argparse.ArgumentParser:
         default=decision.DEFAULT_MAX_ROUNDS,
         help="at most this many rounds while the interval straddles the threshold (%(default)s)",
     )
-    parser.add_argument("--json", help="write the record and the verdict here")
-    parser.add_argument("--summary", help="append the table as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    command_output.add_record(parser, "--json", "the record and the verdict")
+    command_output.add_summary(parser, "the table")
     parser.add_argument("--replay", help="decide on a recorded JSON instead of measuring")
     parser.add_argument("--no-classic", action="store_true", help="skip Unsloth's classic path")
     parser.add_argument("--aa", action="store_true", help="time nf4kernel against itself: the noise floor")
@@ -166,17 +166,11 @@ def write(args, record: dict, text: str, summary: str) -> None:
     """The text on stdout, the record to --json, the summary to --summary; ValueError naming the
     option and the file where one can't be written."""
     print(text, flush=True)
-    for option, path, mode, content in (
-        ("--json", args.json, "w", lambda: json.dumps(record, indent=1)),
-        ("--summary", args.summary, "a", lambda: summary),
-    ):
-        if not path:
-            continue
-        try:
-            with open(path, mode) as f:
-                f.write(content())
-        except OSError as error:
-            raise ValueError(f"{option} {path}: {error.strerror or error}; the verdict above was not written") from None
+    try:
+        command_output.written("--json", args.json, json.dumps(record, indent=1))
+        command_output.written("--summary", args.summary, summary, append=True)
+    except command_output.Unwritten as error:
+        raise ValueError(f"{error}; the verdict above was not written") from None
 
 
 def report_aa(args, record: dict) -> int:

@@ -44,7 +44,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 
-from harness.core import exits, records  # standard library only, as this module
+from harness.core import command_output, exits, records  # standard library only, as this module
 
 COMMAND = "/gpu-approve"
 APPROVERS = ("admin", "write")  # the permission API's answer; maintainers read as "write"
@@ -223,13 +223,10 @@ class BadEnvironment(Exception):
 
 
 def _append(variable: str, text: str) -> None:
-    path = os.environ.get(variable)
-    if path:
-        try:
-            with open(path, "a") as f:
-                f.write(text)
-        except (OSError, ValueError) as error:  # ValueError: a path with a NUL character
-            raise BadEnvironment(f"{variable} ({path!r}) can't be written: {error}") from None
+    try:
+        command_output.written(variable, os.environ.get(variable), text, append=True)
+    except command_output.Unwritten as error:
+        raise BadEnvironment(str(error)) from None
 
 
 def variable(name: str) -> str:

@@ -53,6 +53,7 @@ import re
 import sys
 from pathlib import Path
 
+from harness.core import command_output
 from harness.core import markdown as md
 from harness.core.paths import ROOT
 from harness.history.changepoint_issue import TITLE, body, sync
@@ -121,11 +122,13 @@ def check(args) -> int:
             return 1
         print(md.line(f"{machine}: {done}", limit=None))
         summary.append(f"{machine}: {done}")
-    path = env.get("GITHUB_STEP_SUMMARY")
-    if path:
-        with open(path, "a") as f:
-            # A line names the asv results' machines and series: escaped, as Markdown can act on them.
-            f.write("### Change points on main\n\n" + "".join(f"- {md.text(line, limit=None)}\n" for line in summary))
+    # A line names the asv results' machines and series: escaped, as Markdown can act on them.
+    text = "### Change points on main\n\n" + "".join(f"- {md.text(line, limit=None)}\n" for line in summary)
+    try:
+        command_output.written("GITHUB_STEP_SUMMARY", env.get("GITHUB_STEP_SUMMARY"), text, append=True)
+    except command_output.Unwritten as error:
+        print(f"changepoints: {error}; the summary was not written (exit 2)", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -42,9 +42,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from harness.core import exits, kernel_source, records, workload
+from harness.core import command_output, exits, kernel_source, records, workload
 from harness.core import markdown as md
 from harness.regression import clocked, rule
 
@@ -85,13 +84,10 @@ def heading(record: dict) -> str:
 def appended(summary_path: str | None, text: str) -> bool:
     """``text`` appended to the summary, if one is asked for; False, said in one line, where it
     can't be written (the verdict then reaches no one who reads it: exit 2)."""
-    if not summary_path:
-        return True
     try:
-        with open(summary_path, "a") as f:
-            f.write(text)
-    except OSError as error:
-        print(f"regression: --summary {summary_path}: {error.strerror or error}; no verdict (exit 2)", flush=True)
+        command_output.written("--summary", summary_path, text, append=True)
+    except command_output.Unwritten as error:
+        print(f"regression: {error}; no verdict (exit 2)", flush=True)
         return False
     return True
 
@@ -164,9 +160,9 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument("base", nargs="?", help="the reference: a commit, or a checkout's path (a PR's base)")
     parser.add_argument("head", nargs="?", help="under test: a commit, or a checkout's path (a PR's head)")
     parser.add_argument("--replay", metavar="RECORD", help="decide from a record written by --record (no GPU)")
-    parser.add_argument("--record", metavar="PATH", help="write the measurement here (JSON)")
+    command_output.add_record(parser, "--record", "the measurement")
     parser.add_argument("--measure-only", action="store_true", help="measure and write --record; give no verdict")
-    parser.add_argument("--summary", help="append the verdict's table as Markdown here (e.g. $GITHUB_STEP_SUMMARY)")
+    command_output.add_summary(parser, "the verdict's table")
     parser.add_argument("--min-change", type=float, help=f"one result (default {rule.DEFAULT_MIN_CHANGE})")
     parser.add_argument("--min-group-change", type=float, help=f"a group (default {rule.DEFAULT_MIN_GROUP_CHANGE})")
     parser.add_argument("--rounds", type=int, default=clocked.FIRST_ROUNDS, help="first pass (%(default)s)")
@@ -232,9 +228,9 @@ def main(argv=None) -> int:
     record = {"base": base, "head": head, **found}
     if args.record:
         try:
-            Path(args.record).write_text(json.dumps(record))
-        except OSError as error:
-            print(f"regression: --record {args.record}: {error.strerror or error}; nothing kept (exit 2)", flush=True)
+            command_output.written("--record", args.record, json.dumps(record))
+        except command_output.Unwritten as error:
+            print(f"regression: {error}; nothing kept (exit 2)", flush=True)
             return 2
         print(f"regression: the measurement is in {args.record}", flush=True)
     if "failed" in record:

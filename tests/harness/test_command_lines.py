@@ -231,7 +231,7 @@ def test_the_site_plugins_lines_start_on_a_line_of_their_own(monkeypatch, tmp_pa
         log.info("Writing index")
 
     monkeypatch.setattr(asv_site, "_check_assets", lambda: None)
-    monkeypatch.setattr(asv_site.history, "seed", lambda results_dir: 3)
+    monkeypatch.setattr(asv_site.store, "seed", lambda results_dir: 3)
     monkeypatch.setattr(asv_site.site, "gpu_results", lambda results_dir, into: ["cpu-machine"])
     monkeypatch.setattr(asv_site, "_finish", lambda html_dir: None)
 
