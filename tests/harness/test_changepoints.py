@@ -313,6 +313,14 @@ def test_a_dry_run_prints_what_it_would_do_and_contacts_nobody(results, github):
     assert f"would close the issue {TITLE!r} if one is open" in quiet.stdout
 
 
+def test_a_job_summary_that_cannot_be_written_is_one_line_and_exit_2(github, tmp_path):
+    _, url = github
+    done = run_check(STORE, 15, url, "--dry-run", env={"GITHUB_STEP_SUMMARY": str(tmp_path)})
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    said = f"changepoints: GITHUB_STEP_SUMMARY {tmp_path}: Is a directory; the summary was not written (exit 2)"
+    assert done.stderr.strip() == said
+
+
 def test_github_refusing_is_exit_1_in_one_line(results):
     at = index("b7551f82")
     plant(results, {KERNEL_TIME: set(LARGE)}, ramp(at))
