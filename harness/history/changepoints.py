@@ -42,7 +42,8 @@ memory, over 30% on the ratios.
 Exit codes (check): 0 the issues agree with the verdict (or, with --dry-run, what would be done was
 printed), regression or not; 1 GitHub refused or could not be reached; 2 bad arguments or input (no
 results folder, no GPU machine, a result file asv can't read, a revision git doesn't know, no result on
-its first-parent history, GITHUB_REPOSITORY or GITHUB_TOKEN unset). power: 0, or 2 for bad arguments.
+its first-parent history, GITHUB_REPOSITORY or GITHUB_TOKEN unset, a job summary it can't write).
+power: 0, or 2 for bad arguments.
 """
 
 from __future__ import annotations
