@@ -27,11 +27,12 @@ from dataclasses import dataclass, field
 
 from harness.clock import channel as ch
 from harness.clock import messages, plan, processes
-from harness.core import workload
+from harness.core import policy, workload
 
-CHECKS_PER_BATCH = 8
-CALL_TIMEOUT_S = 60.0
-QUIET_FACTOR, QUIET_SLACK_S, QUIET_WAIT_S = 1.5, 100e-6, 5.0
+POLICY = policy.clock()  # the trusted tree's .github/gpu-types.toml, [policy.clock]
+CHECKS_PER_BATCH = POLICY.checks_per_batch
+CALL_TIMEOUT_S = POLICY.call_timeout_s
+QUIET_FACTOR, QUIET_SLACK_S, QUIET_WAIT_S = POLICY.quiet_factor, POLICY.quiet_slack_us * 1e-6, POLICY.quiet_wait_s
 TRUSTED_ONLY = ("GITHUB_", "ACTIONS_", "RUNNER_", "INPUT_")  # the job's; no process here needs them
 # The baseline's implementation: trusted, it is timed on the puzzle's own call (its output its own,
 # never a slot), so nothing of it is checked; a candidate is always timed writing the clock's slots.

@@ -1,7 +1,7 @@
 """The verdicts' policy: ``.github/gpu-types.toml``, the one reviewed file that holds every threshold,
 minimum change, round count, resample count and seed the gate and the regression check decide by
-(``[policy.gate]``, ``[policy.regression]``, and the history's change points,
-``[policy.changepoints]``) beside each GPU type's threshold (``gpu_types.py``).
+(``[policy.gate]``, ``[policy.regression]``, the trusted clock's checks, ``[policy.clock]``, and the
+history's change points, ``[policy.changepoints]``) beside each GPU type's threshold (``gpu_types.py``).
 This module is the one that reads it. Standard library only: the workflows' hosted jobs read the GPU
 types with the runner image's Python, before anything is installed.
 
@@ -40,6 +40,15 @@ class Regression:
     second_rounds: int  # the re-measuring pass
     resamples: int
     seed: int
+
+
+@dataclass(frozen=True)
+class Clock:
+    checks_per_batch: int  # calls drawn at random in a batch and checked right after they answer
+    quiet_factor: float  # after a batch, the reference's copy must take at most this times its time alone,
+    quiet_slack_us: float  # or its time alone plus this, whichever is more
+    quiet_wait_s: float  # for at most this long, else the batch fails: the GPU stayed busy
+    call_timeout_s: float  # a call unanswered this long has failed
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,10 @@ def gate(path: Path = FILE) -> Gate:
 
 def regression(path: Path = FILE) -> Regression:
     return _section(Regression, "regression", path)
+
+
+def clock(path: Path = FILE) -> Clock:
+    return _section(Clock, "clock", path)
 
 
 def changepoints(path: Path = FILE) -> Changepoints:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.clock import judge
 from harness.core import gpu_types, policy
 from harness.gate import decision
 from harness.history import changepoint_rule
@@ -25,6 +26,14 @@ def test_the_rules_decide_by_the_committed_policy():
         regression.min_group_change,
     )
     assert (clocked.FIRST_ROUNDS, clocked.SECOND_ROUNDS) == (regression.first_rounds, regression.second_rounds)
+    clock = policy.clock()
+    assert (judge.CHECKS_PER_BATCH, judge.QUIET_FACTOR, judge.QUIET_SLACK_S, judge.QUIET_WAIT_S) == (
+        clock.checks_per_batch,
+        clock.quiet_factor,
+        clock.quiet_slack_us * 1e-6,
+        clock.quiet_wait_s,
+    )
+    assert judge.CALL_TIMEOUT_S == clock.call_timeout_s
     found = policy.changepoints()
     assert (changepoint_rule.FLOOR, changepoint_rule.NOISE_FACTOR, changepoint_rule.PERSIST) == (
         found.floor,
@@ -55,5 +64,5 @@ def test_a_rehearsal_worlds_file_keeps_the_policy(tmp_path):
     path = tmp_path / "gpu-types.toml"
     path.write_text(gpu_types.dump(gpu_types.load(), policy.read().get("policy")))
     assert policy.gate(path) == policy.gate() and policy.regression(path) == policy.regression()
-    assert policy.changepoints(path) == policy.changepoints()
+    assert policy.changepoints(path) == policy.changepoints() and policy.clock(path) == policy.clock()
     assert gpu_types.load(path) == gpu_types.load()
