@@ -218,7 +218,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
         cores = processes.cores(2 + len(launchers)) or [None] * (2 + len(launchers))
         stack.enter_context(processes.pinned(cores[0]))
         reference = processes.start(
-            "the reference process", ["harness.clock.reference"], processes.plain(env), core=cores[1]
+            "the reference process", ["harness._process", "reference"], processes.plain(env), core=cores[1]
         )
         stack.callback(processes.end, reference)
         messages.send(reference.sock, setup)
@@ -227,7 +227,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
         handout = {k: reply[k] for k in ("manifest", "inputs_bytes", "slots_bytes")} | {"device": setup["device"]}
         impls = {}
         for core, (name, (impl, launch)) in zip(cores[2:], launchers.items(), strict=True):
-            process = processes.start(f"the {name} process", ["harness.clock.worker", impl], launch, core=core)
+            process = processes.start(f"the {name} process", ["harness._process", "worker", impl], launch, core=core)
             stack.callback(processes.end, process)
             process.sock.settimeout(setup_timeout)
             messages.send(process.sock, handout, fds)

@@ -1,6 +1,6 @@
 """The reference process: it never imports a kernel under test (checked before it answers).
 
-    python -P -m harness.clock.reference SOCKET_FD CHANNEL_FD
+    python -P -m harness._process reference SOCKET_FD CHANNEL_FD
 
 It builds what the clock asks for (``inputs.py``: Challenge A's weights or the regression check's
 suite, in copies, and the exactness matrix) with bitsandbytes on its device, keeps each weight's
@@ -151,8 +151,4 @@ def versions() -> dict:
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    return messages.serve_clock("harness.clock.reference", "SOCKET_FD CHANNEL_FD", words, serve)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return messages.serve_clock("harness._process reference", "SOCKET_FD CHANNEL_FD", words, serve)

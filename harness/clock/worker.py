@@ -1,6 +1,6 @@
 """A call process: the one place an implementation under test runs.
 
-    python -P -m harness.clock.worker IMPL SOCKET_FD CHANNEL_FD
+    python -P -m harness._process worker IMPL SOCKET_FD CHANNEL_FD
 
 It imports ``IMPL`` (``nf4kernel``: whichever the path puts first, the staged candidate in its
 sandbox; ``unsloth``; ``bitsandbytes``), receives the manifest and the regions from the clock,
@@ -130,8 +130,4 @@ def main(argv=None) -> int:
     def serve_impl(sock: socket.socket, line: ch.Channel) -> int:
         return serve(impl, sock, line)
 
-    return messages.serve_clock("harness.clock.worker", usage, words[1:], serve_impl, ok=impl in IMPLEMENTATIONS)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return messages.serve_clock("harness._process worker", usage, words[1:], serve_impl, ok=impl in IMPLEMENTATIONS)

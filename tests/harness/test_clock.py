@@ -311,11 +311,13 @@ def test_a_frozen_process_tree_runs_nothing_until_thawed(tmp_path):
 @pytest.mark.parametrize(
     "module,words",
     [
-        ("harness.clock.worker", []),
-        ("harness.clock.worker", ["cuda", "1", "2"]),
-        ("harness.clock.worker", ["nf4kernel", "97", "98"]),
-        ("harness.clock.reference", ["x"]),
-        ("harness.clock.reference", ["97", "98"]),
+        ("harness._process", []),
+        ("harness._process", ["no-such-process"]),
+        ("harness._process", ["worker"]),
+        ("harness._process", ["worker", "cuda", "1", "2"]),
+        ("harness._process", ["worker", "nf4kernel", "97", "98"]),
+        ("harness._process", ["reference", "x"]),
+        ("harness._process", ["reference", "97", "98"]),
         ("harness.github.attacks", ["."]),
         ("harness.github.attacks", [".", "no-such-attack"]),
     ],
@@ -334,7 +336,7 @@ def test_the_processes_the_clock_started_end_with_it():
         "import os, sys\n"
         "from harness.clock import processes\n"
         "env = {**os.environ}\n"
-        "ref = processes.start('r', ['harness.clock.reference'], processes.plain(env))\n"
+        "ref = processes.start('r', ['harness._process', 'reference'], processes.plain(env))\n"
         "ref.freeze()\n"
         "print(ref.popen.pid, flush=True)\n"
         "os._exit(0)\n"
