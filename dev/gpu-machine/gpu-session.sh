@@ -229,7 +229,7 @@ run_step() {
       # GPU each, beside each other: clock:LANE0/LANE1, a lane being items joined by commas, an item
       # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
       # that imports the kernel (--no-sandbox: the design before the trusted clock). After `repo`.
-      # Each run's record and log (gpuLANE-ITEM.*: an item may run in two lanes) come back in one
+      # Each run's record and log (gpuLANE-N-ITEM.*, N its place in the lane) come back in one
       # archive; verdicts.txt holds each exit and line.
       # clock:LANES@G: the lanes on GPUs G, G+1...
       spec=${step#clock:}; lane=0; case $spec in *@*) lane=${spec#*@}; spec=${spec%@*} ;; esac
@@ -243,14 +243,16 @@ run_step() {
       git checkout -q main
       for items in $(echo "$spec" | tr '/' ' '); do
         (
+          n=0
           for item in $(echo "$items" | tr ',' ' '); do
             attack=${item%-old}; ref=main; [ "$attack" = honest ] || ref="scratch-$attack"
             flag=(); [ "$attack" = "$item" ] || flag=(--no-sandbox)
+            n=$((n + 1)); name="gpu$lane-$n-$item"  # an item may come twice in a lane: each run keeps its files
             start=$SECONDS
             on_gpu "$lane" python3 -m harness.gate --no-classic --kernel "$ref" "${flag[@]}" \
-              --json "/tmp/clock-runs/gpu$lane-$item.json" > "/tmp/clock-runs/gpu$lane-$item.log" 2>&1
+              --json "/tmp/clock-runs/$name.json" > "/tmp/clock-runs/$name.log" 2>&1
             code=$?
-            echo "gpu $lane $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)" "/tmp/clock-runs/gpu$lane-$item.log" | tr "\n" " " | cut -c1-400)" \
+            echo "gpu $lane run $n $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)" "/tmp/clock-runs/$name.log" | tr "\n" " " | cut -c1-400)" \
               | tee -a "$OUT/verdicts.txt"
           done
         ) &
