@@ -599,3 +599,46 @@ def test_sweep_and_perf_given_any_arguments_answer_with_an_exit_code(no_gpu_here
 
     code, out, err = run(importlib.import_module(f"studies.{which}").main, argv)
     assert code in {0, 2, 4} and "Traceback" not in out + err, (argv, code, out, err)
+
+
+# The program for people, with a first word no command has: one line and exit 2, whatever follows.
+@BOUNDED
+@given(argv=st.lists(ARGUMENT, min_size=1, max_size=4))
+@example(argv=["gate\udcff"])
+@example(argv=["--json", "x"])
+def test_the_harness_program_given_no_command_of_its_own_refuses_in_one_line(argv):
+    from harness import __main__ as program
+
+    if argv[0] in program.COMMANDS or argv[0] in ("-h", "--help"):
+        return  # a command's own arguments are its own tests'
+    code, out, err = run(program.main, argv)
+    assert code == 2 and not out and len(err.strip().splitlines()) == 1, (argv, code, out, err)
+
+
+# The private entry point, in a process of its own (the descriptors it is given are that process's:
+# only 0 to 2 are open there, none of them the clock's socket and channel).
+WORDS = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=10)
+
+
+@FEW
+@given(
+    argv=st.lists(WORDS, max_size=4)
+    | st.tuples(st.sampled_from(["reference", "worker"]), st.lists(WORDS | st.integers(0, 9).map(str), max_size=4)).map(
+        lambda both: [both[0], *both[1]]
+    )
+)
+@example(argv=["worker", "nf4kernel", "0", "1"])
+@example(argv=["reference", "1", "2"])
+def test_the_private_entry_point_given_any_arguments_refuses_in_one_line(argv):
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-P", "-m", "harness._process", *argv],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, (argv, done.stderr)
