@@ -43,7 +43,7 @@ import contextlib
 import json
 import math
 
-from harness.core import command_output, gpu_state, gpu_types, records
+from harness.core import command_output, exits, gpu_state, gpu_types, records
 from harness.core import markdown as md
 from harness.gate import decision, measurement, noise
 from harness.gate.table import markdown, table
@@ -200,7 +200,7 @@ def main(argv=None) -> int:
 def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
     """Exit 2 with one line on stderr: what was wrong, and where (a file and a field where it was a record)."""
     said = md.line(" ".join(str(error).splitlines()), limit=None)  # it may quote a record's strings
-    parser.exit(decision.EXIT_BAD_INPUT, f"{parser.prog}: error: {said}\n")
+    parser.exit(exits.BAD_INPUT, f"{parser.prog}: error: {said}\n")
 
 
 def run(args) -> int:

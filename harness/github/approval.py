@@ -51,7 +51,6 @@ APPROVERS = ("admin", "write")  # the permission API's answer; maintainers read 
 FULL_HASH = re.compile(r"[0-9a-f]{40}")
 LOGIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})(?:\[bot\])?")  # GitHub's user names; apps end in [bot]
 STATUS_CONTEXT = "gpu"
-EXIT_BAD_INPUT = exits.BAD_INPUT
 
 
 class Refused(Exception):
@@ -280,7 +279,7 @@ def main(argv=None) -> int:
         return decide_approval(github) if args.command == "approve" else post_results(args, github)
     except BadEnvironment as error:
         print(f"::error::{' '.join(str(error).splitlines())}")
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
 
 
 def post_results(args, github: GitHub) -> int:

@@ -59,7 +59,7 @@ REF = f"refs/heads/{BRANCH}"
 BOT_NAME, BOT_EMAIL = "nf4kernel-bot", "nf4kernel-bot@users.noreply.github.com"
 GIT_TIMEOUT_S = 300
 ATTEMPTS = 5
-EXIT_BAD_INPUT, EXIT_REMOTE = exits.BAD_INPUT, 3
+EXIT_REMOTE = 3
 FULL_HASH = re.compile(r"[0-9a-f]{40}")  # as github.sha gives it
 
 
@@ -261,28 +261,28 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if not args.url:
         say("no --url, and GITHUB_SERVER_URL / GITHUB_REPOSITORY are not both set")
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     try:
         if args.command == "fetch":
             return fetch(args.url, args.into)
         if args.attempts < 1:
             say(f"--attempts must be 1 or more, not {args.attempts}")
-            return EXIT_BAD_INPUT
+            return exits.BAD_INPUT
         if not args.commits and not args.unmeasured:  # DIR can't say: it is the run's own upload
             say("store needs --commit SHA (each commit this run measured) or --unmeasured")
-            return EXIT_BAD_INPUT
+            return exits.BAD_INPUT
         for sha in args.commits:
             if not FULL_HASH.fullmatch(sha):
                 say(f"--commit {sha!r}: not a full commit hash (40 hex digits)")
-                return EXIT_BAD_INPUT
+                return exits.BAD_INPUT
         if not result_merge.machines_in(args.source):
             say(f"nothing to store: {args.source} holds no <machine>/machine.json")
-            return EXIT_BAD_INPUT
+            return exits.BAD_INPUT
         run = result_merge.RunOnly(frozenset(args.commits), args.unmeasured)
         return store(args.source.resolve(), args.url, args.message, args.attempts, run)
     except result_merge.NotAResultFile as error:
         say(f"{error}; nothing was written")
-        return EXIT_BAD_INPUT
+        return exits.BAD_INPUT
     except RemoteError as error:
         say(f"{error}; nothing was written")
         return EXIT_REMOTE

@@ -13,7 +13,7 @@ import pytest
 import torch
 from recorded import STATE_CAPPED, STATE_FULL, STATE_IDLE, committed, record, scaled, with_states
 
-from harness.core import gpu_state, records, workload
+from harness.core import exits, gpu_state, records, workload
 from harness.gate import cli as gate
 from harness.gate import decision, measurement, noise
 from harness.gate import table as gate_table
@@ -327,7 +327,7 @@ def refused(capsys, *argv: str) -> str:
     with pytest.raises(SystemExit) as exit_:
         gate.main(list(argv))
     err = capsys.readouterr().err
-    assert exit_.value.code == decision.EXIT_BAD_INPUT, err
+    assert exit_.value.code == exits.BAD_INPUT, err
     assert "Traceback" not in err
     return err.strip().splitlines()[-1]
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import recorded
 
-from harness.core import gpu_types, records
+from harness.core import exits, gpu_types, records
 from harness.core.paths import ROOT
 from harness.gate import cli as gate
 from harness.gate import decision
@@ -128,11 +128,11 @@ def test_the_gate_takes_a_types_threshold_and_refuses_another_types_record(tmp_p
     assert "threshold 1.20x" in capsys.readouterr().out
     with pytest.raises(SystemExit) as ended:
         gate.main(["--replay", str(record), "--gpu-type", "h100"])
-    assert ended.value.code == decision.EXIT_BAD_INPUT
+    assert ended.value.code == exits.BAD_INPUT
     assert "environment.device: 'NVIDIA H200', not a GPU of type h100" in capsys.readouterr().err
     with pytest.raises(SystemExit) as ended:
         gate.main(["--replay", str(record), "--gpu-type", "a100"])
-    assert ended.value.code == decision.EXIT_BAD_INPUT
+    assert ended.value.code == exits.BAD_INPUT
     # --threshold still wins: the type's record check stays
     assert gate.main(["--replay", str(record), "--gpu-type", "h200", "--threshold", "1.5"]) == decision.EXIT_TOO_SLOW
 
