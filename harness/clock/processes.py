@@ -116,13 +116,14 @@ def cores(count: int, allowed=None, core=core_of) -> list[int] | None:
     allowed = sorted(os.sched_getaffinity(0) if allowed is None else allowed)
     if len(allowed) < count:
         return None
+    core_of_cpu = {cpu: core(cpu) for cpu in allowed}  # sysfs read once a CPU
     first_thread = {}
     for cpu in allowed:
-        first_thread.setdefault(core(cpu), cpu)
+        first_thread.setdefault(core_of_cpu[cpu], cpu)
     if len(first_thread) >= count:
         return sorted(first_thread.values())[:count]
     rank = {key: i for i, key in enumerate(first_thread)}
-    return sorted(allowed, key=lambda cpu: (rank[core(cpu)], cpu))[:count]
+    return sorted(allowed, key=lambda cpu: (rank[core_of_cpu[cpu]], cpu))[:count]
 
 
 @contextlib.contextmanager

@@ -2,7 +2,7 @@
 device's primary context, set before torch, or the implementation's import, creates the context.
 
 Left to the driver, a synchronized call on an H200 waited through the scheduler. In one process on
-one core (``tools/probes/clock_gap.py``, ``benchmarks/results/trusted-clock-gaps-h200``), the
+one core (``tools/probes/clock_gap.py``, ``benchmarks/results/trusted-clock-waits-h200``), the
 puzzle's calls took nf4kernel 35.0 / 27.8 / 61.4 us and Unsloth 63.3 / 62.9 / 93.4 us; spinning,
 30.5 / 20.9 / 54.6 and 44.9 / 36.6 / 73.7. The wake-up cost most where a call waits most
 (Unsloth's), and it varied from run to run, so the clock's figure moved with it. Spinning costs a

@@ -14,13 +14,13 @@ order of implementations reverses every other round:
   region  cold, but the weights, states and slots are the call process's own objects: views of a
           VMM region laid out by the clock's ``inputs`` module, as ``worker.py`` rebuilds them
 
-Run it under ``taskset -c N`` to see one core's cost (the clock pins each call process to one), and
-with ``--spin`` to make CUDA spin while it waits (``harness/clock/spin.py``, as the clock's processes
-do) instead of the driver's choice.
-
 and the channel's (``harness/clock/channel.py``) round trip to a process that answers at once,
 each side on a core of its own (``processes.cores``) and not. The clock's own figure, the rest, is
 the gate's record of the same commit. Exit 0 (a measurement), 4 no GPU.
+
+Run it under ``taskset -c N`` to see one core's cost (the clock pins each call process to one), and
+with ``--spin`` to make CUDA spin while it waits (``harness/clock/spin.py``, as the clock's processes
+do) instead of the driver's choice.
 """
 
 from __future__ import annotations
