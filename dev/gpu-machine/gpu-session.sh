@@ -288,23 +288,33 @@ run_step() {
         probe one-core-beside-a-spinning-thread taskset -c "$one" python3 tools/probes/clock_gap.py
         kill "$spinner"
       fi ;;
-    aa-regression:*)
+    aa-regression:* | regression-plant:*)
       # Issue 46's A/A: gpu.yml's regression job (nox -s regression -- BASE HEAD) of main against a
-      # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. Each run's
-      # exit, wall time and verdict in aa-regression.txt; its summary, record and log in the archive.
-      spec=${step#aa-regression:}; runs=${spec%@*}; gpu=${spec#*@}; [ "$gpu" = "$spec" ] && gpu=0
-      clone=/tmp/aa-$gpu; logs=/tmp/aa-logs/gpu-$gpu-$$; mkdir -p "$logs"
+      # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. With
+      # regression-plant:PLANT@G, once against main with harness/github/plants/PLANT.patch applied
+      # (host-sync, 2x: what it must call slower). Each run's exit, wall time and verdict in
+      # aa-regression.txt; its summary, record and log in the archive, one folder per step.
+      spec=${step#*:}; runs=${spec%@*}; gpu=${spec#*@}; [ "$gpu" = "$spec" ] && gpu=0
+      head=scratch-noop; case $step in regression-plant:*) head=scratch-$runs; runs=1 ;; esac
+      clone=/tmp/aa-$gpu; mkdir -p /tmp/aa-logs; logs=$(mktemp -d "/tmp/aa-logs/gpu-$gpu-$head-XXXX")
       [ -d "$clone/.git" ] || git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
-      (cd "$clone" && git checkout -q -B scratch-noop main && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op" && git checkout -q main) || exit 1
+      (
+        cd "$clone" && git checkout -q -B "$head" main || exit 1
+        if [ "$head" = scratch-noop ]; then
+          git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op"
+        else
+          git apply "harness/github/plants/${head#scratch-}.patch" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $head"
+        fi && git checkout -q main
+      ) || exit 1
       for i in $(seq "$runs"); do
         start=$SECONDS
-        (cd "$clone" && PYTHONPATH=/tmp/site on_gpu "$gpu" python3 -m nox --no-venv -s regression -- main scratch-noop \
+        (cd "$clone" && PYTHONPATH=/tmp/site on_gpu "$gpu" python3 -m nox --no-venv -s regression -- main "$head" \
           --summary "$logs/run-$i.md" --record "$logs/run-$i.json") > "$logs/run-$i.log" 2>&1
         code=$?
-        echo "gpu $gpu run $i exit $code in $((SECONDS - start)) s: $(grep -ahE "^regression: (PASS|FAIL)" "$logs/run-$i.log" | cut -c1-200)" \
+        echo "gpu $gpu $head run $i exit $code in $((SECONDS - start)) s: $(grep -ahE "^regression: (PASS|FAIL)" "$logs/run-$i.log" | cut -c1-200)" \
           | tee -a "$OUT/aa-regression.txt"
       done
-      gzip -f "$logs"/run-*.json; tar czf "$OUT/aa-regression-gpu-$gpu-$$.tgz" -C /tmp/aa-logs "gpu-$gpu-$$" ;;
+      gzip -f "$logs"/run-*.json; tar czf "$OUT/$(basename "$logs").tgz" -C /tmp/aa-logs "$(basename "$logs")" ;;
     gate5)
       for i in 1 2 3 4 5; do
         python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"

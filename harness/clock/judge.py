@@ -31,6 +31,7 @@ from harness.core import policy, workload
 
 POLICY = policy.clock()  # the trusted tree's .github/gpu-types.toml, [policy.clock]
 CHECKS_PER_BATCH = POLICY.checks_per_batch
+WARMUP_REPEATS = POLICY.warmup_repeats
 CALL_TIMEOUT_S = POLICY.call_timeout_s
 QUIET_FACTOR, QUIET_SLACK_S, QUIET_WAIT_S = POLICY.quiet_factor, POLICY.quiet_slack_us * 1e-6, POLICY.quiet_wait_s
 TRUSTED_ONLY = ("GITHUB_", "ACTIONS_", "RUNNER_", "INPUT_")  # the job's; no process here needs them
@@ -81,6 +82,7 @@ class Session:
     facts: dict
     repeats: int = workload.ROUNDS_PER_TIMING  # Challenge A's 1000 x (up, gate, down)
     checks: int = CHECKS_PER_BATCH
+    warmup: int = WARMUP_REPEATS
     quiet: bool = True
     unchecked: frozenset = frozenset()  # names of OWN_OUTPUT's processes
     rng: random.Random = field(default_factory=random.SystemRandom)
@@ -123,7 +125,8 @@ class Session:
                     ch.wait(line.answered, alive, CALL_TIMEOUT_S)
                 except ch.Gone as gone:
                     raise failed(shape, self.label(w), f"{name}'s call got no answer: {gone}") from None
-                took.append(now() - began)
+                if i >= batch.timed_from:
+                    took.append(now() - began)
                 if line.words[1] & 0xFFFFFFFF != ch.YES:
                     raise failed(shape, self.label(w), f"{name}'s call failed in its process")
                 if checking and i in batch.checks:
@@ -148,7 +151,7 @@ class Session:
         """No call faster than its bytes at the copy bandwidth the reference measured."""
         bandwidth = self.facts["copy_bytes_per_s"]
         weights = self.manifest["weights"]
-        for (w, _), seconds in zip(batch.calls, took, strict=True):
+        for (w, _), seconds in zip(batch.calls[batch.timed_from :], took, strict=True):
             floor = weights[w]["bytes_moved"] / bandwidth
             ratio = seconds / floor
             closest = self.stats["closest_to_physics"]
@@ -186,7 +189,7 @@ class Session:
         first = members(self.manifest, group)[0]
         copies, layers = self.manifest["copies"][group], self.manifest["layers"][group]
         slots = self.manifest["groups"][group]["count"]
-        batch = plan.batch(self.rng, first, copies, layers, slots, self.repeats, self.checks)
+        batch = plan.batch(self.rng, first, copies, layers, slots, self.repeats, self.checks, self.warmup)
         return self.run(name, batch, group_label(self.manifest, group))
 
     def exactness(self, name: str) -> list[dict]:

@@ -45,6 +45,7 @@ class Regression:
 @dataclass(frozen=True)
 class Clock:
     checks_per_batch: int  # calls drawn at random in a batch and checked right after they answer
+    warmup_repeats: int  # a batch's first repeats, made and checked but not timed
     quiet_factor: float  # after a batch, the reference's copy must take at most this times its time alone,
     quiet_slack_us: float  # or its time alone plus this, whichever is more
     quiet_wait_s: float  # for at most this long, else the batch fails: the GPU stayed busy

@@ -4,10 +4,19 @@ the reference process; then again where the first pass saw something (``rule.sus
 
 The reference builds each suite weight in copies that outgrow L2; both kernels are first checked on
 the exactness matrix and every copy (a kernel with a wrong output gets no figures: exit 3). A round
-is one batch of each kernel per weight, BASE first in odd rounds and HEAD first in even ones; a
-batch is ``CALLS`` calls of one weight, each synchronized, and every call's go-to-done time on the
-clock is a sample: host time included, so a host sync per call shows. Neither kernel's process
+is one batch of each kernel per weight, the two batches of a weight back to back, which goes first
+alternating from weight to weight and from round to round; a batch is ``CALLS`` calls of one
+weight, each synchronized (after the clock's untimed warm-up), and every call's go-to-done time on
+the clock is a sample: host time included, so a host sync per call shows. Neither kernel's process
 times, checks or writes anything the record takes, but its peak memory per call.
+
+Why back to back, and why the second pass starts afresh: in an A/A run on an H200 (main against a
+no-op commit, benchmarks/results/regression-aa-h200), a weight's batches moved between levels
+(31 and 45 us a call) from one moment to the next, for both kernels alike, so its two batches are
+compared where they sat a dozen batches apart no longer; and one kernel's process stayed about 20%
+slower on one weight for all eight rounds of a run, which no number of rounds in that process
+undoes. The re-measurement that decides (``rule.suspects``) therefore runs in new processes, a new
+reference and each kernel's call process on the core the other had.
 
 The record (what ``regression --replay`` decides from)::
 
@@ -66,18 +75,46 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
         first = session.manifest["weights"][judge.members(session.manifest, groups[key])[0]]
         found["bytes"][key] = math.prod(first["tensors"]["packed"][2])  # uint8 codes: one byte each
     for r in range(rounds):
-        order = SIDES if r % 2 == 0 else SIDES[::-1]
         timed = {side: {} for side in SIDES}
-        for side in order:
-            for key in keys:
+        for i, key in enumerate(keys):
+            for side in SIDES if (r + i) % 2 == 0 else SIDES[::-1]:
                 session.timed_batch(side, groups[key])
                 timed[side][key] = list(session.last_calls)
-        log(f"regression: round {r + 1}/{rounds}: {len(keys)} weights, {', '.join(order)}")
+        order = SIDES if r % 2 == 0 else SIDES[::-1]  # the first weight's; each next one's the other
+        log(f"regression: round {r + 1}/{rounds}: {len(keys)} weights, {', '.join(order)} first")
         found["rounds"].append({"order": list(order), **timed})
     for side in SIDES:
         peaks = ready[side].get("peak_bytes", {})
         found["peak_bytes"][side] = {key: int(peaks.get(f"{key} #0", 0)) for key in keys}
     return found
+
+
+@contextlib.contextmanager
+def measuring(staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False):
+    """A new session of the clock: the reference and each side's call process started, both kernels
+    checked on the exactness matrix; yields the session and the sides' ready messages. ``swapped``:
+    each side's process on the core the other's has without it."""
+    cpu = device == "cpu"
+    extra = {"TRITON_INTERPRET": "1"} if cpu else {}
+    setup = {"device": device, "suite": list(keys), "matrix": True, "working_set": CPU_WORKING_SET if cpu else None}
+    trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
+    sides = SIDES[::-1] if swapped else SIDES  # judge.session gives cores in this order
+    with contextlib.ExitStack() as stack:
+        launchers = {side: ("nf4kernel", launcher(staged[side], stack, extra)) for side in sides}
+        with judge.session(launchers, setup, trusted) as (session, ready):
+            for side in SIDES:
+                if ready[side].get("error"):
+                    raise MeasureError(f"{side}'s process: {ready[side]['error']}")
+            session.repeats = CPU_CALLS if cpu else CALLS
+            if cpu:
+                session.warmup = 0  # the interpreter wakes nothing up: its calls cost alike
+            session.quiet = not cpu  # a CPU copy's time says nothing of a GPU's queue
+            for side in SIDES:
+                wrong = [e for e in session.exactness(side) if not e["ok"]]
+                if wrong:
+                    said = wrong[0].get("reason") or f"{wrong[0]['check']} differs"
+                    raise MeasureError(f"{side}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
+            yield session, ready
 
 
 def measure(
@@ -90,43 +127,28 @@ def measure(
     min_group_change: float = rule.DEFAULT_MIN_GROUP_CHANGE,
     log=print,
 ) -> dict:
-    """Both passes: the first over ``keys``, the second over what the first calls slower or leaves
-    open, judged with the limits given (the record keeps them, so a replay re-measures nothing)."""
+    """Both passes: the first over ``keys``, the second, in new processes (``measuring``), over what
+    the first calls slower or leaves open, judged with the limits given (the record keeps them, so a
+    replay re-measures nothing)."""
     if not NO_SANDBOX:
         why = sandbox.why_not()
         if why:
             raise MeasureError(f"no sandbox here: {why} (--no-sandbox measures without)")
-    cpu = device == "cpu"
-    extra = {"TRITON_INTERPRET": "1"} if cpu else {}
-    setup = {"device": device, "suite": list(keys), "matrix": True, "working_set": CPU_WORKING_SET if cpu else None}
-    trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
-    with contextlib.ExitStack() as stack:
-        launchers = {side: ("nf4kernel", launcher(staged[side], stack, extra)) for side in SIDES}
-        with judge.session(launchers, setup, trusted) as (session, ready):
-            for side in SIDES:
-                if ready[side].get("error"):
-                    raise MeasureError(f"{side}'s process: {ready[side]['error']}")
-            session.repeats = CPU_CALLS if cpu else CALLS
-            session.quiet = not cpu  # a CPU copy's time says nothing of a GPU's queue
-            for side in SIDES:
-                wrong = [e for e in session.exactness(side) if not e["ok"]]
-                if wrong:
-                    said = wrong[0].get("reason") or f"{wrong[0]['check']} differs"
-                    raise MeasureError(f"{side}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
-            groups = {key: i for i, key in enumerate(keys)}
-            record = {
-                "device": session.facts.get("name", device),
-                "measured_by": "the trusted clock",
-                "rule": {"min_change": min_change, "min_group_change": min_group_change},
-            }
-            try:
-                record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
-                first = rule.judge(record["passes"][0], min_change, min_group_change)
-                again = rule.suspects(first)
-                if again:
-                    log(f"regression: {len(again)} of {len(keys)} results to measure again: {', '.join(again)}")
-                    record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
-            except judge.Failed as failure:
-                entry = failure.entry
-                raise MeasureError(f"{entry['shape']} {entry['weight']}: {entry['reason']}", 3) from None
+    groups = {key: i for i, key in enumerate(keys)}
+    record = {
+        "measured_by": "the trusted clock",
+        "rule": {"min_change": min_change, "min_group_change": min_group_change},
+    }
+    try:
+        with measuring(staged, keys, device) as (session, ready):
+            record["device"] = session.facts.get("name", device)
+            record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
+        again = rule.suspects(rule.judge(record["passes"][0], min_change, min_group_change))
+        if again:
+            log(f"regression: {len(again)} of {len(keys)} to measure again in new processes: {', '.join(again)}")
+            with measuring(staged, keys, device, swapped=True) as (session, ready):
+                record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
+    except judge.Failed as failure:
+        entry = failure.entry
+        raise MeasureError(f"{entry['shape']} {entry['weight']}: {entry['reason']}", 3) from None
     return record

@@ -44,6 +44,13 @@ def test_a_batch_never_writes_a_slot_that_holds_its_answer_nor_the_one_just_writ
     assert len(batch.checks) == 8 and dict(batch.final) == holds
 
 
+def test_a_warm_up_opens_the_batch_drawn_like_the_rest_and_is_not_timed():
+    batch = plan.batch(random.Random(2), first=0, copies=4, layers=plan.LAYERS, slots=3, repeats=10, checks=5, warmup=2)
+    assert len(batch.calls) == 12 * plan.LAYERS and batch.timed_from == 2 * plan.LAYERS
+    plain = plan.batch(random.Random(2), first=0, copies=4, layers=plan.LAYERS, slots=3, repeats=10, checks=5)
+    assert plain.timed_from == 0 and len(plain.calls) == 10 * plan.LAYERS
+
+
 def test_two_slots_and_two_alternating_weights_still_never_find_a_slot_holding_the_answer():
     batch = plan.batch(random.Random(1), first=0, copies=2, layers=1, slots=2, repeats=40, checks=0)
     holds = {}
@@ -90,7 +97,7 @@ def clocked(tmp_path_factory):
         env = {**trusted, "PYTHONPATH": f"{planted_tree(tmp, attack)}{os.pathsep}{ROOT}"}
         launchers[attack or "honest"] = ("nf4kernel", processes.plain(env))
     with judge.session(launchers, SETUP, trusted) as (session, ready):
-        session.repeats = 4
+        session.repeats, session.warmup = 4, 1  # the warm-up's path, at the interpreter's cost of one repeat
         session.checks = 100  # every call checked: on the CPU the draw is no part of what is shown
         session.quiet = False  # a CPU copy's time says nothing of a GPU's queue (the probe is tested below)
         yield session, ready
@@ -108,7 +115,7 @@ def test_each_process_runs_on_the_core_it_was_given_and_the_clock_gets_its_own_b
         assert os.sched_getaffinity(0) == {given[0]}
         assert os.sched_getaffinity(session.reference.popen.pid) == {given[1]}
         assert [os.sched_getaffinity(session.impls[n].popen.pid) for n in launchers] == [{given[2]}, {given[3]}]
-        session.repeats, session.quiet = 2, False
+        session.repeats, session.warmup, session.quiet = 2, 0, False
         assert session.timed_batch("nf4kernel", 0) > 0
     assert sorted(os.sched_getaffinity(0)) == mine
 
@@ -155,6 +162,7 @@ def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
     assert entries and all(e["ok"] and e["exact"] for e in entries)
     assert {e["shape"] for e in entries} == {"64x128 bfloat16", "exactness matrix"}
     assert all(session.timed_batch(name, 0) > 0 for name in ("honest", "bitsandbytes"))
+    assert len(session.last_calls) == session.repeats * plan.LAYERS  # the warm-up's calls made, not timed
 
 
 def test_a_wrong_element_fails_however_the_candidate_rewrites_its_own_checks(clocked):

@@ -1,8 +1,9 @@
 """The planted slowdowns (harness/github/plants/*.patch) still plant what they say in this tree.
 
-dev/gpu-machine/gpu-session.sh's ``planted`` and ``regression`` steps apply them on a GPU machine to show
-that the gate and the regression check catch a slowdown. A patch that no longer applies, or that
-lands off the planned call's launch, would only show there, as a failed step or a gate that passes.
+dev/gpu-machine/gpu-session.sh's ``planted``, ``regression`` and ``regression-plant`` steps apply them
+on a GPU machine to show that the gate and the regression check catch a slowdown. A patch that no
+longer applies, or that lands off the planned call's launch, would only show there, as a failed step
+or a gate that passes.
 
 The ladder (``large-5pct``, ``large-10pct``, ``large-20pct``, ``all-5pct``: ``python -m studies.power``)
 plants slowdowns of known size: after the kernel, a copy that moves a stated fraction of the bytes
@@ -49,6 +50,19 @@ def test_a_planted_slowdown_applies_and_adds_launches_to_the_planned_path(tmp_pa
     source = (tmp_path / "nf4kernel" / "launch_cache.py").read_text()
     compile(source, "launch_cache.py", "exec")
     assert _launch_calls(source) == 2  # a second direct launch, always or every other call
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git to apply the patches")
+def test_the_host_sync_plant_waits_after_the_planned_launch(tmp_path):
+    """host-sync.patch: what the regression check, which times host time too, must call slower."""
+    shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
+    subprocess.run(
+        ["git", "apply", str(ROOT / "harness" / "github" / "plants" / "host-sync.patch")], cwd=tmp_path, check=True
+    )
+    source = (tmp_path / "nf4kernel" / "launch_cache.py").read_text()
+    compile(source, "launch_cache.py", "exec")
+    assert _launch_calls(source) == 1
+    assert "fast(_raw_stream(index), pointer)\n                    torch.cuda.synchronize()" in source
 
 
 LADDER = {"large-5pct": (0.05, 16), "large-10pct": (0.10, 16), "large-20pct": (0.20, 16), "all-5pct": (0.05, 0)}

@@ -133,29 +133,46 @@ class FakeSession:
         return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
 
     def timed_batch(self, side, group):
+        self.batches.append((side, self.keys[group]))
         self.last_calls = [self.timings[side][self.keys[group]]]
         return self.last_calls[0]
 
 
-def fake_session(monkeypatch, timings: dict, keys: list[str], ready: dict | None = None):
+def fake_session(monkeypatch, timings: dict, keys: list[str], ready: dict | None = None) -> list:
+    """The sessions ``clocked.measure`` opens, each as (its sides in the order their processes got
+    cores, the FakeSession, whose ``batches`` list each batch as (side, key) in order)."""
     ready = ready or {side: {"ready": True, "peak_bytes": {f"{k} #0": 1 for k in keys}} for side in clocked.SIDES}
+    opened = []
 
     @contextlib.contextmanager
     def session(launchers, setup, env):
-        yield FakeSession(timings, keys), ready
+        fake = FakeSession(timings, keys)
+        fake.batches = []
+        opened.append((list(launchers), fake))
+        yield fake, ready
 
     monkeypatch.setattr(clocked.judge, "session", session)
     monkeypatch.setattr(clocked, "NO_SANDBOX", True)
+    return opened
 
 
 def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypatch, tmp_path):
     base = recorded.history_run(recorded.SAME_KERNEL[0])
     head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
-    fake_session(monkeypatch, {"base": base, "head": head}, KEYS)
+    opened = fake_session(monkeypatch, {"base": base, "head": head}, KEYS)
     staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
     found = clocked.measure(staged, KEYS, log=lambda _: None)
     first, second = found["passes"]
     assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
+    # The re-measurement in new processes, each side on the core the other had.
+    assert [sides for sides, _ in opened] == [["base", "head"], ["head", "base"]]
+    # A weight's two batches back to back, which goes first alternating by weight and by round.
+    batches = opened[0][1].batches
+    assert len(batches) == 2 * len(KEYS) * clocked.FIRST_ROUNDS
+    pairs = [batches[i : i + 2] for i in range(0, len(batches), 2)]
+    assert all(a[1] == b[1] and a[0] != b[0] for a, b in pairs)
+    expected = ["base" if (r + i) % 2 == 0 else "head" for r in range(clocked.FIRST_ROUNDS) for i in range(len(KEYS))]
+    assert [a[0] for a, _ in pairs] == expected
     assert len(second["rounds"]) == clocked.SECOND_ROUNDS
     assert set(second["rounds"][0]["base"]) == {"28672x8192 bfloat16"}
     assert found["measured_by"] == "the trusted clock" and first["bytes"] == {k: recorded.packed_bytes(k) for k in KEYS}
