@@ -16,8 +16,9 @@ checkout's rule (``rule.py``), whatever the tree under test says about its own h
   ``1 + --min-change`` (5%): slower than its own noise and by more than the practical minimum;
 * a group fails likewise above ``1 + --min-group-change`` (2%): the geometric mean over every result,
   and over the large weights (16 MB and more packed), which catches a small slowdown spread wide;
-* whatever the first pass calls slower or leaves open is measured again in new rounds, and only the
-  re-measurement decides it: an outlier is re-measured before it is believed;
+* whatever the first pass calls slower or leaves open is measured again in new rounds, in new
+  processes, and the re-measurement decides it, a call of slower standing only where the first
+  pass's change was above the line too: an outlier is re-measured before it is believed;
 * a result whose peak memory grew fails (bytes: no noise).
 
 The summary's table gives, per result and group, the change, its interval, the noise it was judged
