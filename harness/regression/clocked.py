@@ -30,7 +30,7 @@ import contextlib
 import math
 
 from harness.clock import judge, processes
-from harness.core import kernel_source, sandbox
+from harness.core import gpu_state, kernel_source, sandbox
 from harness.core.paths import ROOT
 from harness.regression import rule
 
@@ -69,20 +69,26 @@ def launcher(kernel: kernel_source.Staged, stack: contextlib.ExitStack, extra: d
 
 
 def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict, rounds: int, log=print) -> dict:
-    """``rounds`` paired rounds of ``keys``: one record pass."""
-    found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}}
+    """``rounds`` paired rounds of ``keys``: one record pass, with the GPU's state (NVML: clocks,
+    throttle reasons) before and after each batch: a batch that starts on an idling GPU's clocks, or
+    one the GPU slowed, shows beside the figure (``rule.throttled`` names the latter)."""
+    found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": []}
+    device = session.facts.get("nvml", 0)
     for key in keys:
         first = session.manifest["weights"][judge.members(session.manifest, groups[key])[0]]
         found["bytes"][key] = math.prod(first["tensors"]["packed"][2])  # uint8 codes: one byte each
     for r in range(rounds):
-        timed = {side: {} for side in SIDES}
+        timed, states = {side: {} for side in SIDES}, {side: {} for side in SIDES}
         for i, key in enumerate(keys):
             for side in SIDES if (r + i) % 2 == 0 else SIDES[::-1]:
+                before = gpu_state.snapshot(device)
                 session.timed_batch(side, groups[key])
+                states[side][key] = {"before": before, "after": gpu_state.snapshot(device)}
                 timed[side][key] = list(session.last_calls)
         order = SIDES if r % 2 == 0 else SIDES[::-1]  # the first weight's; each next one's the other
         log(f"regression: round {r + 1}/{rounds}: {len(keys)} weights, {', '.join(order)} first")
         found["rounds"].append({"order": list(order), **timed})
+        found["states"].append(states)
     for side in SIDES:
         peaks = ready[side].get("peak_bytes", {})
         found["peak_bytes"][side] = {key: int(peaks.get(f"{key} #0", 0)) for key in keys}

@@ -127,6 +127,13 @@ DOCUMENTED = [
         "python -m studies.power report --out {root}/tests/fixtures/power-h100",
         also=("python -m studies.power report --out DIR",),
     ),
+    # The committed A/A runs' batch medians: the noise table, from the checkout (no GPU).
+    Documented(
+        "python -m studies.aa_noise benchmarks/results/regression-aa-h200/aa-batch-medians.json.gz",
+        0,
+        "batch pairs: HEAD / BASE, the same kernel",
+        "python -m studies.aa_noise {root}/benchmarks/results/regression-aa-h200/aa-batch-medians.json.gz",
+    ),
     Documented(
         "python -m benchmarks._training --out DIR --no-unsloth",
         4,

@@ -164,6 +164,10 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     found = clocked.measure(staged, KEYS, log=lambda _: None)
     first, second = found["passes"]
     assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
+    # The GPU's state before and after every batch (here, a machine without one says so).
+    assert len(first["states"]) == clocked.FIRST_ROUNDS
+    assert all(set(states[side]) == set(KEYS) for states in first["states"] for side in clocked.SIDES)
+    assert set(first["states"][0]["base"][KEYS[0]]) == {"before", "after"}
     # The re-measurement in new processes, each side on the core the other had.
     assert [sides for sides, _ in opened] == [["base", "head"], ["head", "base"]]
     # A weight's two batches back to back, which goes first alternating by weight and by round.

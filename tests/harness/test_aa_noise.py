@@ -1,0 +1,68 @@
+"""``python -m studies.aa_noise``: the A/A noise table from recorded batch medians
+(benchmarks/results/regression-aa-h200), and one line for a file it can't read."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from test_any_input import ARGUMENT, BOUNDED, run
+
+from studies import aa_noise
+
+ROOT = Path(__file__).resolve().parents[2]
+MEDIANS = ROOT / "benchmarks" / "results" / "regression-aa-h200" / "aa-batch-medians.json.gz"
+
+
+def test_each_pair_is_head_over_base_with_the_side_that_went_first():
+    runs = {
+        "by weight": {
+            "passes": [
+                {"rounds": [{"order": ["head", "base"], "base": {"a": 1.0, "b": 2.0}, "head": {"a": 2.0, "b": 2.0}}]}
+            ]
+        },
+        "by round": {
+            "alternates": "round",
+            "passes": [
+                {"rounds": [{"order": ["head", "base"], "base": {"a": 1.0, "b": 1.0}, "head": {"a": 1.0, "b": 1.0}}]}
+            ],
+        },
+    }
+    rows = aa_noise.pairs(runs)
+    assert [(r["run"], r["key"], round(math.exp(r["log"]), 6), r["base_first"]) for r in rows] == [
+        ("by weight", "a", 2.0, False),
+        ("by weight", "b", 1.0, True),  # the next weight's batches in the other order
+        ("by round", "a", 1.0, False),
+        ("by round", "b", 1.0, False),
+    ]
+    ((name, n, mean, spread),) = aa_noise.summary(rows[:2], "run")
+    assert (name, n) == ("by weight", 2) and mean == pytest.approx(math.sqrt(2)) and spread > 0
+
+
+def test_the_recorded_runs_give_their_table(capsys):
+    assert aa_noise.main([str(MEDIANS)]) == 0
+    out = capsys.readouterr().out
+    with gzip.open(MEDIANS, "rt") as handle:
+        runs = json.load(handle)
+    assert out.startswith(f"{len(runs)} runs, ") and "28672x8192 bfloat16" in out and "BASE's batch first" in out
+
+
+@pytest.mark.parametrize("content", [b"", b"[]", b"{}", b'{"r": {"passes": [{"rounds": [{"order": []}]}]}}'])
+def test_a_file_it_cannot_read_is_one_line_and_exit_2(tmp_path, capsys, content):
+    bad = tmp_path / "m.json"
+    bad.write_bytes(content)
+    assert aa_noise.main([str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("aa_noise: ") and err.count("\n") == 1
+
+
+@BOUNDED
+@given(argv=st.lists(ARGUMENT, max_size=4))
+def test_any_arguments_end_in_an_exit_code_without_a_traceback(argv):
+    code, out, err = run(aa_noise.main, argv)
+    assert code in {0, 2} and "Traceback" not in out + err, (argv, code, out, err)
