@@ -5,10 +5,11 @@ of a rate. Pure functions on numbers, tested on small known inputs (``tests/harn
 numpy (a dependency of the package, pinned in ``requirements/runtime.txt`` and in the GPU runner's
 set, ``requirements/gpu-runner.txt``, where the gate and the regression check decide). The jobs that
 run with the runner's bare Python (``harness.github.approval``; ``harness.history.results_branch``
-and its ``result_merge``) import neither this module nor the gate's decision; the change-point job
-installs ``requirements/harness.txt`` alone, which holds no numpy, and imports this module for
-``rate_upper_95`` (``harness.history.changepoint_power``): so numpy is imported inside the functions
-that use it, never at the module's top, and ``rate_upper_95`` needs only ``math``.
+and its ``result_merge``) import neither this module nor the gate's decision. The change-point
+rule's study (``studies.changepoint_power``) runs where the change-point job does, with
+``requirements/harness.txt`` alone and no numpy, and takes ``rate_upper_95`` from here: so numpy is
+imported inside the functions that use it, never at the module's top, and ``rate_upper_95`` needs
+only ``math``.
 
 The random generator: ``generator(seed)``, numpy's ``default_rng``, seeded with an int or with a
 sequence of ints (``[seed, crc32(name)]`` gives each named result a stream of its own). One exception,

@@ -2,7 +2,6 @@
 which passed its own PR check, opens one GitHub issue per GPU machine; a recovery closes it.
 
     python -m harness.history.changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
-    python -m harness.history.changepoints power [--draws N] [--length L] [--after A] [--seed S] [--only REGEX]
 
 Each series is judged on its own: one benchmark, one parameter combination, one GPU machine, one line
 (asv's result parameters besides the machine: a new toolchain starts a new line, and only the line of
@@ -28,29 +27,20 @@ histories drawn as below, it called an 8% ramp on 28672x8192 in 52-103 of 1000 (
 false alarms in 24 (this fit: 16). Not E-Divisive (Otava): not among the pinned tools, and its
 permutation test wants more commits per line than main's history holds.
 
-Measured (``power``): null histories of 16 commits, each commit one whole run drawn with replacement
-from the committed H200 history's twelve runs of one kernel (one session, ten minutes), and the ratios
-to the baselines from its five full-suite runs (five kernels and sessions: their spread overstates the
-ratios' noise). False alarms: 16 of 1000 histories called something (1.6% of stores, 95% upper bound
-2.4%; with 40 commits: 7 of 1000, 0.7%, upper bound 1.3%), mostly the two-level 4096x1024 and the
-session's first run (11008x4096 bf16 5.5% faster than the rest). The smallest slowdown spread over
-three commits, with five commits after it, called in 95% of histories: 4% on 28672x8192 (kernel time,
-time over copy: the first bad commit named in every call), 11-19% on 14336x4096 and 11008x4096 (named
-in 84-92% of calls), 13-25% on 4096x4096 and 8192x2048, 29% to over 30% on 4096x1024, 4% on peak
-memory, over 30% on the ratios.
+Measured by ``python -m studies.changepoint_power`` (null histories drawn from the committed H200
+history, and ramps planted in them; its docstring gives the figures): 16 of 1000 null histories of 16
+commits called something, and a 4% slowdown of 28672x8192 over three commits was called in 95%.
 
 Exit codes (check): 0 the issues agree with the verdict (or, with --dry-run, what would be done was
 printed), regression or not; 1 GitHub refused or could not be reached; 2 bad arguments or input (no
 results folder, no GPU machine, a result file asv can't read, a revision git doesn't know, no result on
 its first-parent history, GITHUB_REPOSITORY or GITHUB_TOKEN unset, a job summary it can't write).
-power: 0, or 2 for bad arguments.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
@@ -58,9 +48,7 @@ from harness.core import command_output
 from harness.core import markdown as md
 from harness.core.paths import ROOT
 from harness.history.changepoint_issue import TITLE, body, sync
-from harness.history.changepoint_power import power
-from harness.history.changepoint_rule import MIN_COMMITS
-from harness.history.changepoint_series import BadInput, gpu_machines, verdicts
+from harness.history.changepoint_series import BadInput, verdicts
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -162,44 +150,13 @@ def parser() -> Parser:
     run.add_argument("--rev", default="HEAD", help="whose first-parent history is main's (%(default)s)")
     run.add_argument("--machine", action="append", help="judge this GPU machine only (repeatable; default: every one)")
     run.add_argument("--dry-run", action="store_true", help="print what would be done; GitHub is not contacted")
-    measure = commands.add_parser(
-        "power",
-        help="false alarms and the smallest step found, on benchmarks/history",
-        description=paragraphs[5],
-        epilog=paragraphs[-1],
-    )
-    measure.add_argument("--machine", default="h200")
-    measure.add_argument("--draws", type=int, default=300, help="null histories drawn (%(default)s)")
-    measure.add_argument("--length", type=int, default=16, help="commits in each (%(default)s)")
-    measure.add_argument(
-        "--after", type=int, default=5, help="commits at the new level after a planted ramp (%(default)s)"
-    )
-    measure.add_argument("--seed", type=int, default=0)
-    measure.add_argument("--only", default="", help="find the smallest step only for series matching this regex")
     return cli
 
 
 def main(argv=None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
-    if args.command == "check":
-        return check(args)
-    if args.draws < 1 or args.length < MIN_COMMITS + 3 or not 0 < args.after <= args.length - 4:
-        print("changepoints: power needs --draws >= 1, --length >= 7 and 0 < --after <= length - 4", file=sys.stderr)
-        return 2
-    try:
-        re.compile(args.only)
-    except re.error as error:
-        print(f"changepoints: --only {args.only!r} is not a regular expression: {error}", file=sys.stderr)
-        return 2
-    try:
-        if args.machine not in gpu_machines(STORE):
-            raise BadInput(f"no GPU machine {args.machine} in {STORE}")
-        power(STORE, args.machine, args.draws, args.length, args.seed, args.after, args.only)
-    except BadInput as error:
-        print(f"changepoints: {error}", file=sys.stderr)
-        return 2
-    return 0
+    return check(args)
 
 
 if __name__ == "__main__":

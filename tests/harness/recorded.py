@@ -7,7 +7,7 @@ import json
 import random
 from pathlib import Path
 
-from harness.history import changepoint_power
+from studies import changepoint_power
 
 ENV = {"cuda": True, "device": "NVIDIA H100 80GB HBM3", "unsloth": "2026.10.9", "copy_bytes_per_s": 3.0e12}
 # Challenge A's three MLPs as the gate labels them, with each weight's bytes moved per call.

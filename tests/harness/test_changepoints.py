@@ -17,7 +17,8 @@ import pytest
 from another_gpu_type import add_another_gpu_type
 
 from harness.github.fake_github import FakeGitHub, Pull, Serving
-from harness.history import changepoint_power, changepoint_rule, changepoint_series, changepoints
+from harness.history import changepoint_rule, changepoint_series, changepoints
+from studies import changepoint_power
 
 ROOT = Path(__file__).resolve().parents[2]
 STORE = ROOT / "benchmarks" / "history"
@@ -214,7 +215,8 @@ def test_power_measures_the_false_alarms_the_docstring_states():
         STORE, "h200", draws=1000, length=16, seed=0, after=5, only="^$", log=lambda _: None
     )
     assert found["fired"] == 16 and found["smallest"] == {}
-    assert "16 of 1000 histories called something (1.6% of stores" in " ".join(changepoints.__doc__.split())
+    assert "16 of 1000 histories called something (1.6% of stores" in " ".join(changepoint_power.__doc__.split())
+    assert "16 of 1000 null histories of 16 commits called something" in " ".join(changepoints.__doc__.split())
 
 
 def test_power_finds_4pct_over_three_commits_on_the_steadiest_weight():
@@ -357,9 +359,7 @@ def one_line(*args: str, env: dict | None = None):
         (["check", "--results", str(STORE), "--rev", "6929daed~1"], "none of the results in"),
         (["check", "--bogus"], "unrecognized arguments"),
         (["nothing"], "invalid choice"),
-        (["power", "--draws", "0"], "--draws >= 1"),
-        (["power", "--only", "("], "is not a regular expression"),
-        (["power", "--machine", "h100"], "no GPU machine h100"),
+        (["power"], "invalid choice"),  # the study left: python -m studies.changepoint_power
     ],
     ids=[
         "no-folder",
@@ -368,14 +368,28 @@ def one_line(*args: str, env: dict | None = None):
         "before-the-history",
         "bad-option",
         "bad-command",
-        "no-draws",
-        "bad-regex",
-        "power-no-machine",
+        "power-left",
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, says):
     done = one_line(*args)
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (["--draws", "0"], "--draws >= 1"),
+        (["--only", "("], "is not a regular expression"),
+        (["--machine", "h100"], "no GPU machine h100"),
+    ],
+    ids=["no-draws", "bad-regex", "no-machine"],
+)
+def test_the_power_study_refuses_bad_arguments_in_one_line(args, says, capsys):
+    with pytest.raises(SystemExit) as stopped:
+        changepoint_power.main(args)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and says in err and err.count("\n") == 1
 
 
 def test_no_github_settings_without_dry_run_is_exit_2():

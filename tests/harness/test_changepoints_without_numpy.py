@@ -1,6 +1,6 @@
 """The change-point job installs requirements/harness.txt alone (.github/workflows/history.yml), which
-holds no numpy: its command, and the statistics it takes from harness/core/stats.py (rate_upper_95,
-for ``changepoints power``), must import and run without it."""
+holds no numpy: its command must import and run without it, and so must harness/core/stats.py's
+rate_upper_95, which says it needs no numpy (``studies.changepoint_power`` runs where the job does)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ class NoNumpy:
 
 
 sys.meta_path.insert(0, NoNumpy())
-import harness.history.changepoints  # noqa: F401  (imports changepoint_power, and stats through it)
+import harness.history.changepoints  # noqa: F401
 from harness.core.stats import rate_upper_95
 
 assert "numpy" not in sys.modules

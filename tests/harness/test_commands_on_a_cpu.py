@@ -159,10 +159,10 @@ DOCUMENTED = [
     ),
     # 20 null histories and no power search instead of 300 and every series: the same code, in seconds.
     Documented(
-        "python -m harness.history.changepoints power",
+        "python -m studies.changepoint_power",
         0,
         "null histories of 16 commits called something",
-        "python -m harness.history.changepoints power --draws 20 --only '^$'",
+        "python -m studies.changepoint_power --draws 20 --only '^$'",
     ),
     # SCENARIO: noop (the nox -s rehearse entries below run all four).
     Documented(
