@@ -9,8 +9,9 @@ The file maps each run to its passes' rounds, each side's median seconds per res
 ``alternates`` is ``round`` for runs before 5db57cc, whose rounds ran every batch of one side
 first). Per result it prints how many batch pairs, their mean change and the spread of log(HEAD /
 BASE) (a batch pair's noise); per pass, the same over every result (the second pass runs in new
-processes, each side on the core the other had); and by which side's batch went first, the pair's
-position effect.
+processes, each side on the core the other had); by which side's batch went first, the pair's
+position effect; and how much of the spread between passes their rounds can't explain (a level the
+pair of processes keeps for the whole pass, which resampling rounds can't see).
 
 Exit 0: the tables. Exit 2: no such file, or one that holds no rounds, in one line.
 """
@@ -55,6 +56,30 @@ def summary(rows: list[dict], by: str) -> list[tuple]:
     ]
 
 
+def components(rows: list[dict]) -> tuple[int, float, float, float, float]:
+    """Over the passes that timed every result at least twice: (passes, the spread of a round's mean
+    log ratio within its pass, the spread of the passes' means, the part of it their rounds explain,
+    the part they can't: a level each pass's pair of processes keeps, as a log ratio's spread)."""
+    keys = {r["key"] for r in rows}
+    by_pass = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        by_pass[(r["run"], r["pass"])][r["round"]].append(r["log"])
+    means, within, counts = [], [], []
+    for rounds in by_pass.values():
+        if len(rounds) < 2 or any(len(logs) != len(keys) for logs in rounds.values()):
+            continue
+        per_round = [statistics.fmean(logs) for logs in rounds.values()]
+        means.append(statistics.fmean(per_round))
+        within.append(statistics.variance(per_round))
+        counts.append(len(per_round))
+    if len(means) < 2:
+        return len(means), math.nan, math.nan, math.nan, math.nan
+    rounds_only = statistics.fmean(within) / statistics.fmean(counts)
+    between = statistics.variance(means)
+    spreads = (statistics.fmean(within), between, rounds_only, max(0.0, between - rounds_only))
+    return (len(means), *(math.sqrt(v) for v in spreads))
+
+
 def table(title: str, lines: list[tuple]) -> str:
     out = [f"{title:<24} {'pairs':>6} {'mean':>7} {'spread':>7}"]
     out += [f"{name!s:<24} {n:>6} {mean:>6.3f}x {spread:>7.3f}" for name, n, mean, spread in lines]
@@ -78,7 +103,13 @@ def main(argv=None) -> int:
     print(f"{len({r['run'] for r in rows})} runs, {len(rows)} batch pairs: HEAD / BASE, the same kernel\n")
     print(table("result", summary(rows, "key")) + "\n")
     print(table("pass (1: first)", [(p + 1, *rest) for p, *rest in summary(rows, "pass")]) + "\n")
-    print(table("BASE's batch first", summary(rows, "base_first")))
+    print(table("BASE's batch first", summary(rows, "base_first")) + "\n")
+    passes, round_spread, pass_spread, explained, process = components(rows)
+    print(
+        f"{passes} passes timing every result: a round's mean log ratio spreads {round_spread:.3f} within "
+        f"its pass; the passes' means spread {pass_spread:.3f}, rounds alone would give {explained:.3f}; "
+        f"a level each pass's processes keep: {process:.3f}"
+    )
     return 0
 
 

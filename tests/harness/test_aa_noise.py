@@ -44,12 +44,34 @@ def test_each_pair_is_head_over_base_with_the_side_that_went_first():
     assert (name, n) == ("by weight", 2) and mean == pytest.approx(math.sqrt(2)) and spread > 0
 
 
+def test_a_level_each_pass_keeps_is_told_from_the_rounds_noise():
+    """Passes whose rounds agree but whose levels differ: all of the passes' spread is a level their
+    processes keep; passes at one level whose rounds differ: none of it."""
+
+    def run(levels):  # one pass per entry, rounds' HEAD / BASE as given, two results each
+        passes = [
+            {
+                "rounds": [
+                    {"order": ["base", "head"], "base": {"a": 1.0, "b": 1.0}, "head": {"a": x, "b": x}} for x in rounds
+                ]
+            }
+            for rounds in levels
+        ]
+        return aa_noise.pairs({"r": {"passes": passes}})
+
+    passes, within, between, explained, process = aa_noise.components(run([[1.1, 1.1], [0.9, 0.9], [1.0, 1.0]]))
+    assert passes == 3 and within == 0 and explained == 0 and process == pytest.approx(between) and process > 0.09
+    _, within, between, _, process = aa_noise.components(run([[1.1, 0.9], [0.9, 1.1], [1.1, 0.9]]))
+    assert within > 0.1 and between == pytest.approx(0, abs=1e-12) and process == 0
+
+
 def test_the_recorded_runs_give_their_table(capsys):
     assert aa_noise.main([str(MEDIANS)]) == 0
     out = capsys.readouterr().out
     with gzip.open(MEDIANS, "rt") as handle:
         runs = json.load(handle)
     assert out.startswith(f"{len(runs)} runs, ") and "28672x8192 bfloat16" in out and "BASE's batch first" in out
+    assert "a level each pass's processes keep: 0." in out
 
 
 @pytest.mark.parametrize("content", [b"", b"[]", b"{}", b'{"r": {"passes": [{"rounds": [{"order": []}]}]}}'])
