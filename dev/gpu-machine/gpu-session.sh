@@ -294,6 +294,7 @@ run_step() {
       # regression-plant:PLANT@G, once against main with harness/github/plants/PLANT.patch applied
       # (host-sync, 2x: what it must call slower). Each run's exit, wall time and verdict in
       # aa-regression.txt; its summary, record and log in the archive, one folder per step.
+      # AA_PROCESSES=P: P call processes per kernel (regression's --processes), instead of the policy's.
       spec=${step#*:}; runs=${spec%@*}; gpu=${spec#*@}; [ "$gpu" = "$spec" ] && gpu=0
       head=scratch-noop; case $step in regression-plant:*) head=scratch-$runs; runs=1 ;; esac
       clone=/tmp/aa-$gpu; mkdir -p /tmp/aa-logs; logs=$(mktemp -d "/tmp/aa-logs/gpu-$gpu-$head-XXXX")
@@ -309,7 +310,7 @@ run_step() {
       for i in $(seq "$runs"); do
         start=$SECONDS
         (cd "$clone" && PYTHONPATH=/tmp/site on_gpu "$gpu" python3 -m nox --no-venv -s regression -- main "$head" \
-          --summary "$logs/run-$i.md" --record "$logs/run-$i.json") > "$logs/run-$i.log" 2>&1
+          ${AA_PROCESSES:+--processes "$AA_PROCESSES"} --summary "$logs/run-$i.md" --record "$logs/run-$i.json") > "$logs/run-$i.log" 2>&1
         code=$?
         echo "gpu $gpu $head run $i exit $code in $((SECONDS - start)) s: $(grep -ahE "^regression: (PASS|FAIL)" "$logs/run-$i.log" | cut -c1-200)" \
           | tee -a "$OUT/aa-regression.txt"

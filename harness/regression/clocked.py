@@ -37,6 +37,10 @@ from harness.regression import rule
 SIDES = ("base", "head")
 FIRST_ROUNDS = rule.POLICY.first_rounds
 SECOND_ROUNDS = rule.POLICY.second_rounds
+# Call processes per side in a session, round r timing each side's process r mod this: with more
+# than one, the level a process keeps (benchmarks/results/regression-aa-h200) varies from round to
+# round, where the interval sees it. One: today's, until more is measured on a GPU.
+PROCESSES_PER_SIDE = rule.POLICY.processes_per_side
 CALLS = 100  # calls per weight per batch (the asv suite's synchronized loop)
 CPU_CALLS = 3  # in Triton's interpreter
 CPU_WORKING_SET = 1 << 20
@@ -68,7 +72,14 @@ def launcher(kernel: kernel_source.Staged, stack: contextlib.ExitStack, extra: d
     return launch
 
 
-def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict, rounds: int, log=print) -> dict:
+def process(side: str, index: int, per_side: int) -> str:
+    """A call process's name in the session: its side's, numbered where a side has several."""
+    return side if per_side == 1 else f"{side} {index + 1}"
+
+
+def run_pass(
+    session: judge.Session, ready: dict, keys: list[str], groups: dict, rounds: int, per_side: int = 1, log=print
+) -> dict:
     """``rounds`` paired rounds of ``keys``: one record pass, with the GPU's state (NVML: clocks,
     throttle reasons) before and after each batch: a batch that starts on an idling GPU's clocks, or
     one the GPU slowed, shows beside the figure (``rule.throttled`` names the latter)."""
@@ -82,7 +93,7 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
         for i, key in enumerate(keys):
             for side in SIDES if (r + i) % 2 == 0 else SIDES[::-1]:
                 before = gpu_state.snapshot(device)
-                session.timed_batch(side, groups[key])
+                session.timed_batch(process(side, r % per_side, per_side), groups[key])
                 states[side][key] = {"before": before, "after": gpu_state.snapshot(device)}
                 timed[side][key] = list(session.last_calls)
         order = SIDES if r % 2 == 0 else SIDES[::-1]  # the first weight's; each next one's the other
@@ -90,36 +101,39 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
         found["rounds"].append({"order": list(order), **timed})
         found["states"].append(states)
     for side in SIDES:
-        peaks = ready[side].get("peak_bytes", {})
+        peaks = ready[process(side, 0, per_side)].get("peak_bytes", {})
         found["peak_bytes"][side] = {key: int(peaks.get(f"{key} #0", 0)) for key in keys}
     return found
 
 
 @contextlib.contextmanager
-def measuring(staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False):
-    """A new session of the clock: the reference and each side's call process started, both kernels
-    checked on the exactness matrix; yields the session and the sides' ready messages. ``swapped``:
-    each side's process on the core the other's has without it."""
+def measuring(
+    staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False, per_side: int = 1
+):
+    """A new session of the clock: the reference and ``per_side`` call processes per side started,
+    every one checked on the exactness matrix; yields the session and the processes' ready messages.
+    ``swapped``: each side's processes on the cores the other's have without it."""
     cpu = device == "cpu"
     extra = {"TRITON_INTERPRET": "1"} if cpu else {}
     setup = {"device": device, "suite": list(keys), "matrix": True, "working_set": CPU_WORKING_SET if cpu else None}
     trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
     sides = SIDES[::-1] if swapped else SIDES  # judge.session gives cores in this order
+    names = {process(side, i, per_side): side for i in range(per_side) for side in sides}
     with contextlib.ExitStack() as stack:
-        launchers = {side: ("nf4kernel", launcher(staged[side], stack, extra)) for side in sides}
+        launchers = {name: ("nf4kernel", launcher(staged[side], stack, extra)) for name, side in names.items()}
         with judge.session(launchers, setup, trusted) as (session, ready):
-            for side in SIDES:
-                if ready[side].get("error"):
-                    raise MeasureError(f"{side}'s process: {ready[side]['error']}")
+            for name in sorted(names):
+                if ready[name].get("error"):
+                    raise MeasureError(f"{name}'s process: {ready[name]['error']}")
             session.repeats = CPU_CALLS if cpu else CALLS
             if cpu:
                 session.warmup = 0  # the interpreter wakes nothing up: its calls cost alike
             session.quiet = not cpu  # a CPU copy's time says nothing of a GPU's queue
-            for side in SIDES:
-                wrong = [e for e in session.exactness(side) if not e["ok"]]
+            for name in sorted(names):
+                wrong = [e for e in session.exactness(name) if not e["ok"]]
                 if wrong:
                     said = wrong[0].get("reason") or f"{wrong[0]['check']} differs"
-                    raise MeasureError(f"{side}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
+                    raise MeasureError(f"{name}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
             yield session, ready
 
 
@@ -131,11 +145,14 @@ def measure(
     second_rounds: int = SECOND_ROUNDS,
     min_change: float = rule.DEFAULT_MIN_CHANGE,
     min_group_change: float = rule.DEFAULT_MIN_GROUP_CHANGE,
+    per_side: int = PROCESSES_PER_SIDE,
     log=print,
 ) -> dict:
     """Both passes: the first over ``keys``, the second, in new processes (``measuring``), over what
     the first calls slower or leaves open, judged with the limits given (the record keeps them, so a
-    replay re-measures nothing)."""
+    replay re-measures nothing); ``per_side`` call processes per side in each pass's session."""
+    if per_side < 1:
+        raise ValueError(f"a side needs a call process at least, not {per_side}")
     if not NO_SANDBOX:
         why = sandbox.why_not()
         if why:
@@ -144,16 +161,17 @@ def measure(
     record = {
         "measured_by": "the trusted clock",
         "rule": {"min_change": min_change, "min_group_change": min_group_change},
+        "processes_per_side": per_side,
     }
     try:
-        with measuring(staged, keys, device) as (session, ready):
+        with measuring(staged, keys, device, per_side=per_side) as (session, ready):
             record["device"] = session.facts.get("name", device)
-            record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
+            record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, per_side, log)]
         again = rule.suspects(rule.judge(record["passes"][0], min_change, min_group_change))
         if again:
             log(f"regression: {len(again)} of {len(keys)} to measure again in new processes: {', '.join(again)}")
-            with measuring(staged, keys, device, swapped=True) as (session, ready):
-                record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
+            with measuring(staged, keys, device, swapped=True, per_side=per_side) as (session, ready):
+                record["passes"].append(run_pass(session, ready, again, groups, second_rounds, per_side, log))
     except judge.Failed as failure:
         entry = failure.entry
         raise MeasureError(f"{entry['shape']} {entry['weight']}: {entry['reason']}", 3) from None

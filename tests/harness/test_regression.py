@@ -106,6 +106,7 @@ def test_a_missing_record_fails_closed(tmp_path, capsys):
         (["HEAD", "HEAD", "--measure-only"], "name one"),
         (["HEAD", "HEAD", "--rounds", "1"], "at least 2"),
         (["HEAD", "HEAD", "--min-change", "1.2"], "a fraction in (0, 1)"),
+        (["HEAD", "HEAD", "--processes", "0"], "at least 1"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_problem(argv, why, capsys):
@@ -132,9 +133,9 @@ class FakeSession:
     def exactness(self, side):
         return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
 
-    def timed_batch(self, side, group):
-        self.batches.append((side, self.keys[group]))
-        self.last_calls = [self.timings[side][self.keys[group]]]
+    def timed_batch(self, name, group):  # name: a side's, or "base 2" where a side has several
+        self.batches.append((name, self.keys[group]))
+        self.last_calls = [self.timings[name.split()[0]][self.keys[group]]]
         return self.last_calls[0]
 
 
@@ -182,6 +183,25 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     assert found["measured_by"] == "the trusted clock" and first["bytes"] == {k: recorded.packed_bytes(k) for k in KEYS}
     verdict = regression_rule.decide(found)
     assert [r.name for r in verdict.results if r.call == regression_rule.SLOWER] == ["28672x8192 bfloat16"]
+
+
+def test_several_processes_per_side_take_the_rounds_in_turn(monkeypatch, tmp_path):
+    base = recorded.history_run(recorded.SAME_KERNEL[0])
+    head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
+    names = [f"{side} {i}" for i in (1, 2) for side in clocked.SIDES]
+    ready = {name: {"ready": True, "peak_bytes": {f"{k} #0": 1 for k in KEYS}} for name in names}
+    opened = fake_session(monkeypatch, {"base": base, "head": head}, KEYS, ready)
+    staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
+    found = clocked.measure(staged, KEYS, per_side=2, log=lambda _: None)
+    assert found["processes_per_side"] == 2 and len(found["passes"]) == 2
+    assert [sides for sides, _ in opened] == [names, ["head 1", "base 1", "head 2", "base 2"]]
+    per_round = len(KEYS) * 2
+    batches = opened[0][1].batches
+    for r in range(clocked.FIRST_ROUNDS):
+        used = {name for name, _ in batches[r * per_round : (r + 1) * per_round]}
+        assert used == {f"base {r % 2 + 1}", f"head {r % 2 + 1}"}
+    with pytest.raises(ValueError, match="a call process at least"):
+        clocked.measure(staged, KEYS, per_side=0, log=lambda _: None)
 
 
 def test_a_side_that_never_got_ready_or_is_wrong_measures_nothing(monkeypatch, tmp_path):
