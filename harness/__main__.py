@@ -3,7 +3,7 @@ the module that owns it (its arguments, ``--help`` and exit codes are that modul
 every command shares are ``core/exits.py``'s). The nox sessions run these; so can a person.
 
     python -m harness                       # the commands, one line each
-    python -m harness gate --replay R       # = python -m harness.gate --replay R
+    python -m harness gate --replay R
     python -m harness regression BASE HEAD
 """
 
@@ -30,6 +30,7 @@ COMMANDS = {
     "act-ci": ("harness.github.act_ci", "ci.yml's jobs run under act"),
     "pins": ("harness.github.pins", "every pin has a wheel for every leg"),
     "gpu-types": ("harness.core.gpu_types", "the GPU types and their thresholds"),
+    "sandbox": ("harness.core.sandbox", "a command in the sandbox a PR's code runs in (a runner's check)"),
 }
 
 

@@ -38,8 +38,8 @@ on_gpu() {
   cpus=$(bash "$TREE/tools/gpu-runner/gpu-cpus.sh" "$gpu" "$(nvidia-smi -L | wc -l)") || return 2
   CUDA_VISIBLE_DEVICES=$gpu taskset -c "$cpus" "$@"
 }
-test_job() { python3 -m harness.github.gpu_tests . -- -q -p no:cacheprovider; }
-gate_measure() { python3 -m harness.gate --measure-only --no-classic --kernel HEAD --json "$1"; }
+test_job() { python3 -m harness gpu-tests . -- -q -p no:cacheprovider; }
+gate_measure() { python3 -m harness gate --measure-only --no-classic --kernel HEAD --json "$1"; }
 run_step() {
   local step=$1
   echo "=== $step"
@@ -216,7 +216,7 @@ run_step() {
         for mode in $modes; do
           flag=(); [ "$mode" = plain ] && flag=(--no-sandbox)
           start=$(date +%s.%N)
-          (cd "$clone" && PYTHONPATH=/tmp/site python3 -m harness.gate --measure-only --no-classic --kernel HEAD "${flag[@]}" \
+          (cd "$clone" && PYTHONPATH=/tmp/site python3 -m harness gate --measure-only --no-classic --kernel HEAD "${flag[@]}" \
             --json "/tmp/overhead-logs/gate-$i-$mode.json") > "/tmp/overhead-logs/gate-$i-$mode.log" 2>&1
           code=$?
           echo "$i $mode $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s exit $code $(grep -h "^nf4kernel vs Unsloth" "/tmp/overhead-logs/gate-$i-$mode.log" | head -n 1)" | tee -a "$OUT/timings.txt"
@@ -224,7 +224,7 @@ run_step() {
       done
       tar czf "$OUT/overhead-logs.tgz" -C /tmp overhead-logs ;;
     clock:*)
-      # Issue 46: the gate's verdict (python -m harness.gate --no-classic --kernel REF) on scratch
+      # Issue 46: the gate's verdict (python -m harness gate --no-classic --kernel REF) on scratch
       # commits over main, each planted with one attack of harness/github/attacks.py, in lanes of one
       # GPU each, beside each other: clock:LANE0/LANE1, a lane being items joined by commas, an item
       # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
@@ -249,7 +249,7 @@ run_step() {
             flag=(); [ "$attack" = "$item" ] || flag=(--no-sandbox)
             n=$((n + 1)); name="gpu$lane-$n-$item"  # an item may come twice in a lane: each run keeps its files
             start=$SECONDS
-            on_gpu "$lane" python3 -m harness.gate --no-classic --kernel "$ref" "${flag[@]}" \
+            on_gpu "$lane" python3 -m harness gate --no-classic --kernel "$ref" "${flag[@]}" \
               --json "/tmp/clock-runs/$name.json" > "/tmp/clock-runs/$name.log" 2>&1
             code=$?
             echo "gpu $lane run $n $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)" "/tmp/clock-runs/$name.log" | tr "\n" " " | cut -c1-400)" \
@@ -318,7 +318,7 @@ run_step() {
       gzip -f "$logs"/run-*.json; tar czf "$OUT/$(basename "$logs").tgz" -C /tmp/aa-logs "$(basename "$logs")" ;;
     gate5)
       for i in 1 2 3 4 5; do
-        python3 -m harness.gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
+        python3 -m harness gate --json "$OUT/gate-$i.json" > "/tmp/gate-$i.log" 2>&1; echo "gate run $i exit $?" | tee -a "$OUT/gate-runs.log"
         cat "/tmp/gate-$i.log" >> "$OUT/gate-runs.log"
       done
       tail -n 25 "$OUT/gate-runs.log" ;;
@@ -333,7 +333,7 @@ run_step() {
       } > "$OUT/gpu-state-probe.txt" 2>&1
       for i in 1 2 3 4 5 6 7 8 9 10; do
         start=$SECONDS
-        python3 -m harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        python3 -m harness gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $? in $((SECONDS - start)) s" | tee -a "$OUT/gate10.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^none of\|rounds were taken\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 40 ;;
@@ -342,22 +342,22 @@ run_step() {
       # 2x (every planned launch twice) must exit 1 (below the threshold); ~25% (one in two twice) may
       # clear it (a slowdown against the base is the regression check's). Patched in place with git
       # apply (no repository needed) and undone.
-      python3 -m harness.gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
+      python3 -m harness gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
         git apply "harness/github/plants/$plant.patch" || exit 1
-        python3 -m harness.gate --no-classic --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
+        python3 -m harness gate --no-classic --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
         git apply -R "harness/github/plants/$plant.patch" || exit 1
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
-    aa) timed python3 -m harness.gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
+    aa) timed python3 -m harness gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
     sweep) python3 -m studies.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     pdl) timed python3 tools/probes/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
     ceiling) timed python3 tools/probes/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)
       for i in 1 2 3; do
-        python3 -m harness.gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        python3 -m harness gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $?" | tee -a "$OUT/gate3.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 12 ;;

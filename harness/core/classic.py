@@ -3,8 +3,8 @@ process of its own: Unsloth chooses the path at import, by ``UNSLOTH_BNB_TRITON=
 it on Challenge A, the asv suite on its weights; each starts this process once per run
 (``in_own_process``) and reads the one JSON line it prints.
 
-    UNSLOTH_BNB_TRITON=0 python -m harness.core.classic --rounds 5
-    UNSLOTH_BNB_TRITON=0 python -m harness.core.classic --weights "4096x1024 bfloat16" --rounds 5
+    UNSLOTH_BNB_TRITON=0 python -P -m harness._process classic --rounds 5
+    UNSLOTH_BNB_TRITON=0 python -P -m harness._process classic --weights "4096x1024 bfloat16" --rounds 5
 
 Challenge A prints ``{"seconds": times[name][round][mlp], "calls_per_timing": 1000, "exact": bool}``;
 ``--weights`` prints ``{"shapes": {weight: {name: [seconds per call, one per round]}}}``.
@@ -33,7 +33,7 @@ def in_own_process(arguments: list[str], timeout: float) -> dict:
     kernel_root = Path(nf4kernel.__file__).resolve().parent.parent
     env = {**os.environ, "UNSLOTH_BNB_TRITON": "0", "PYTHONPATH": kernel_source.python_path(kernel_root, ROOT)}
     # -P: the current directory's nf4kernel is not the one under test.
-    command = [sys.executable, "-P", "-m", "harness.core.classic", *arguments]
+    command = [sys.executable, "-P", "-m", "harness._process", "classic", *arguments]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -75,7 +75,7 @@ def suite_weights(weights: list[str], rounds: int) -> dict:
 def main(argv=None) -> int:
     from harness.core import workload
 
-    parser = argparse.ArgumentParser(prog="python -m harness.core.classic", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -P -m harness._process classic", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
     parser.add_argument("--weights", nargs="+", help='the suite\'s weights, each "OUTxIN dtype" (default: Challenge A)')
     args = parser.parse_args(argv)
@@ -98,7 +98,3 @@ def main(argv=None) -> int:
         return exits.NO_GPU
     print(json.dumps(suite_weights(args.weights, args.rounds) if args.weights else challenge_a(args.rounds)))
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

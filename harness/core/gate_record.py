@@ -1,4 +1,4 @@
-"""The gate record (``python -m harness.gate`` writes it; ``--replay`` reads it), the A/A record
+"""The gate record (``python -m harness gate`` writes it; ``--replay`` reads it), the A/A record
 (``"mode": "aa"``) among them: its schema (``check_gate``) and its reader (``read_gate``).
 """
 

@@ -4,9 +4,9 @@ them, and what every command shares about them.
 
 Four kinds, one checker each:
 
-* a gate record (``python -m harness.gate`` writes it; ``--replay`` reads it), the
+* a gate record (``python -m harness gate`` writes it; ``--replay`` reads it), the
   A/A record (``"mode": "aa"``) among them: ``check_gate`` (``gate_record.py``);
-* a regression record (``python -m harness.regression --record``; ``--replay`` reads it):
+* a regression record (``python -m harness regression --record``; ``--replay`` reads it):
   ``check_regression`` (``regression_record.py``);
 * an asv result file (``<machine>/<commit>-<env>.json`` in asv's results and ``benchmarks/history``):
   ``check_asv_result`` (``asv_files.py``);

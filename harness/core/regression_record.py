@@ -1,4 +1,4 @@
-"""The regression record (``python -m harness.regression --record`` writes it; ``--replay`` reads
+"""The regression record (``python -m harness regression --record`` writes it; ``--replay`` reads
 it): its schema (``check_regression``, one pass of paired rounds at a time) and its reader
 (``read_regression``).
 """

@@ -1,7 +1,7 @@
 """The sandbox every process that runs a pull request's code runs in: bubblewrap (Debian's
 ``bubblewrap``, Flatpak's sandbox).
 
-    python -P -m harness.core.sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
+    python -P -m harness sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
                                       [--env NAME=VALUE]... -- COMMAND...
 
 Inside, the process sees an **allow-list**, never ``/`` with holes (a hole missed, the runner's own
@@ -337,7 +337,7 @@ def _fileno(stream) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -P -m harness.core.sandbox", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -P -m harness sandbox", description=__doc__.split("\n\n")[0])
     parser.add_argument("--read", action="append", default=[], type=Path, help="shown read-only")
     parser.add_argument("--write", action="append", default=[], type=Path, help="bound read-write")
     parser.add_argument("--exclude", action="append", default=[], type=Path, help="never shown (the PR's checkout)")
@@ -365,7 +365,3 @@ def main(argv=None) -> int:
     except Unavailable as error:
         print(f"sandbox: {error}", file=sys.stderr)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

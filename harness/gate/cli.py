@@ -1,9 +1,9 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
-    python -m harness.gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
+    python -m harness gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
                            [--summary summary.md] [--kernel SOURCE] [--measure-only]
-    python -m harness.gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
-    python -m harness.gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
+    python -m harness gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
+    python -m harness gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
 
 ``--kernel`` measures another tree's kernel with this harness: SOURCE is a commit or a checkout's
 path, and only its ``nf4kernel/`` is put on the path (``kernel_source.py``). ``--measure-only``
@@ -52,7 +52,7 @@ AA_ROUNDS = decision.AA_ROUNDS  # --aa's default (the policy's)
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness.gate", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness gate", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--threshold",
         type=speed_up,
@@ -261,7 +261,3 @@ def report_measured(args, record: dict, verdict: decision.Verdict) -> int:
     text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
     write(args, record, text, "")
     return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -172,7 +172,7 @@ def measure(
     """Correctness, then ``rounds`` timed rounds, then more (ROUNDS_PER_BATCH at a time, up to
     ``max_rounds``) while the speed-up's interval straddles the threshold."""
     max_rounds = max(rounds, max_rounds or rounds)
-    record = {"command": " ".join(["python -m harness.gate", *sys.argv[1:]]), "environment": environment()}
+    record = {"command": " ".join(["python -m harness gate", *sys.argv[1:]]), "environment": environment()}
     record["kernel"] = dict(kernel or {})
     record.update(rounds=rounds, rounds_first=rounds, max_rounds=max_rounds, harness_version=records.IN_PROCESS_VERSION)
     env = record["environment"]
@@ -211,7 +211,7 @@ def measure_aa(rounds: int, kernel: dict | None = None) -> dict:
     """nf4kernel against itself: the same function in slots A and B, interleaved like the gate's."""
     record = {
         "mode": noise.MODE,
-        "command": " ".join(["python -m harness.gate", *sys.argv[1:]]),
+        "command": " ".join(["python -m harness gate", *sys.argv[1:]]),
         "environment": environment(with_unsloth=False),
         "rounds": rounds,
         "kernel": dict(kernel or {}),

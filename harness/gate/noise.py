@@ -1,7 +1,7 @@
 """The A/A noise check: nf4kernel timed against itself, to learn a machine's noise floor before
 trusting a threshold on it.
 
-``python -m harness.gate --aa`` times the same function as two interleaved
+``python -m harness gate --aa`` times the same function as two interleaved
 "implementations", A and B, exactly as the gate times nf4kernel and Unsloth. Any ratio between them
 other than 1 is noise (clocks, heat, neighbours, the order within a round). This module turns such
 a record into the spread a runner owner reads: per shape and per whole round, the median, min,

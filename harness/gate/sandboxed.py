@@ -70,7 +70,7 @@ def start_record(args, kernel: kernel_source.Staged, facts: dict, ready: dict) -
         env["unsloth_error"] = baseline["error"]
     candidate = ready.get("nf4kernel", {})
     record = {
-        "command": " ".join(["python -m harness.gate", *sys.argv[1:]]),
+        "command": " ".join(["python -m harness gate", *sys.argv[1:]]),
         "environment": env,
         "kernel": {"source": args.kernel, "commit": kernel.commit, "staged": str(kernel.path)},
         "rounds": args.rounds,

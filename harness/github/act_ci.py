@@ -1,7 +1,7 @@
 """ci.yml's CPU jobs, run on this machine by nektos act exactly as the workflow says, before GitHub does.
 
-    python -m harness.github.act_ci                 # the lint job and the tests leg of this machine's Python
-    python -m harness.github.act_ci lint harness    # any of ci.yml's jobs by id
+    python -m harness act-ci                 # the lint job and the tests leg of this machine's Python
+    python -m harness act-ci lint harness    # any of ci.yml's jobs by id
 
 The workflow file is the real one. Two things differ from GitHub, both because this machine reaches
 no GitHub: act copies this working tree into the job's workspace in place of actions/checkout, and
@@ -14,7 +14,6 @@ Exit 0 when every job asked for succeeded (and for ``--help``); 1 when one faile
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 
 import yaml
@@ -77,7 +76,7 @@ class _Parser(argparse.ArgumentParser):
 
 def main(argv: list[str]) -> int:
     plain_streams()  # a job name that is no UTF-8 is quoted back, not a UnicodeEncodeError
-    parser = _Parser(prog="python -m harness.github.act_ci", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="python -m harness act-ci", description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
     jobs = parser.parse_args(argv).jobs or ["lint", "tests"]
     workflow = yaml.safe_load(CI_WORKFLOW.read_text())
@@ -88,8 +87,3 @@ def main(argv: list[str]) -> int:
     failed = [job for job in jobs if not run_job(job, workflow)]
     print(f"act, ci.yml: {len(jobs) - len(failed)} of {len(jobs)} jobs succeeded", f"(failed: {failed})" * bool(failed))
     return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    os.chdir(ROOT)
-    sys.exit(main(sys.argv[1:]))

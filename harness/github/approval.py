@@ -1,8 +1,8 @@
 """Which commit the GPU runner may run, and the verdict it posts back: gpu.yml's hosted jobs.
 
-    python3 -m harness.github.approval approve      # job `approve`: outputs candidate, trusted, base, pr
-    python3 -m harness.github.approval report --sha SHA --tests R --gate R --regression R   # job `report`
-    python3 -m harness.github.approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
+    python3 -m harness approval approve      # job `approve`: outputs candidate, trusted, base, pr
+    python3 -m harness approval report --sha SHA --tests R --gate R --regression R   # job `report`
+    python3 -m harness approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
 
 The rule (docs/gpu-approval.md): a pull request's commit runs on the GPU runner only after someone
 with write access comments ``/gpu-approve <hash>``, naming in full the commit they reviewed, and
@@ -39,7 +39,6 @@ import http.client
 import json
 import os
 import re
-import sys
 import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
@@ -254,7 +253,7 @@ def full_hash(text: str) -> str:
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m harness.github.approval", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python3 -m harness approval", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("approve", help="decide what runs for this event (GitHub's environment variables)")
     status = commands.add_parser("report", help="post the `gpu` commit status")
@@ -317,7 +316,3 @@ def decide_approval(github: GitHub) -> int:
     _append("GITHUB_OUTPUT", "".join(f"{k}={v}\n" for k, v in asdict(approval).items() if k != "why"))
     _append("GITHUB_STEP_SUMMARY", f"### GPU approval\n\n{approval.why}.\n")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """The GPU test job: correctness judged by this checkout's tests (the default branch's), on a pull
 request's kernel, in bubblewrap's sandbox; then the PR's own suite, sandboxed too, as a second signal.
 
-    python -m harness.github.gpu_tests CANDIDATE [--no-sandbox] [-- PYTEST_ARGS...]
+    python -m harness gpu-tests CANDIDATE [--no-sandbox] [-- PYTEST_ARGS...]
 
 1. **This checkout's kernel tests** (``tests/`` without ``tests/harness``: FP4, fp32 output, plain
    absmax, odd sizes, ``out=``, the transposed packing, ``patch()``) against CANDIDATE's
@@ -68,7 +68,7 @@ def their_tests(candidate: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.github.gpu_tests", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m harness gpu-tests", description=__doc__.split("\n\n")[0])
     parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
     parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (the workflow never does)")
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -122,7 +122,3 @@ def main(argv=None) -> int:
         print(f"gpu-tests: {' '.join(str(error).splitlines())} (exit 2)", file=sys.stderr)
         return 2
     return first or second
-
-
-if __name__ == "__main__":
-    sys.exit(main())

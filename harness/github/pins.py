@@ -8,7 +8,7 @@ list a wheel whose tags the hosted Ubuntu runner accepts for that Python, and wh
 admits it. `pip download --only-binary=:all: --python-version X` asks the same question, but
 downloads every wheel to answer it (torch alone is hundreds of MB per Python).
 
-    python -m harness.github.pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
+    python -m harness pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
 
 Exit 3: undecided. No index of some requirements file answered (offline, say), so its pins were
 checked against nothing: the file is named ``UNCHECKED``, and the last line says how many files were
@@ -162,7 +162,7 @@ def _admits(requires_python: str | None, python: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     records.plain_streams()
-    argparse.ArgumentParser(prog="python -m harness.github.pins", description=__doc__.splitlines()[0]).parse_args(argv)
+    argparse.ArgumentParser(prog="python -m harness pins", description=__doc__.splitlines()[0]).parse_args(argv)
     try:
         pythons = ci_pythons()
         pinned = pins()
@@ -208,7 +208,3 @@ def checked(path: Path, urls: list[str], file_pins: list, pythons: list[str]) ->
         print(f"UNCHECKED: {path.name}: no index of it answered ({', '.join(urls)})")
         return None
     return missing
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,9 +1,9 @@
 """gpu.yml and history.yml run for real on this machine, before GitHub ever sees them.
 
-    python -m harness.github.rehearse SCENARIO [--out DIR]        # nox -s rehearse -- SCENARIO
-    python -m harness.github.rehearse SCENARIO --runners 2        # two runners at once, one GPU each
-    python -m harness.github.rehearse SCENARIO --gpus 2,3         # runners on GPUs 2 and 3, beside another
-    python -m harness.github.rehearse --list
+    python -m harness rehearse SCENARIO [--out DIR]        # nox -s rehearse -- SCENARIO
+    python -m harness rehearse SCENARIO --runners 2        # two runners at once, one GPU each
+    python -m harness rehearse SCENARIO --gpus 2,3         # runners on GPUs 2 and 3, beside another
+    python -m harness rehearse --list
 
 nektos act (host mode: the jobs are processes here, on this machine's GPU) runs the workflows as
 committed at this checkout's HEAD, unchanged, for the event a scenario makes, in a throwaway world:
@@ -144,7 +144,7 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.github.rehearse", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness rehearse", description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
     parser.add_argument("--out", type=Path, help="where the logs go (default .rehearsal/SCENARIO)")
     parser.add_argument("--timeout", type=float, default=1500, help="seconds before act is stopped (%(default)s)")
@@ -213,7 +213,3 @@ def main(argv=None) -> int:
         chosen, host = (gpus[: args.runners] if args.runners > 1 else ()), ()
     out = args.out or ROOT / ".rehearsal" / args.scenario
     return rehearse(args.scenario, out, args.timeout, types=types[:1], gpus=chosen, host_gpus=host)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """An asv plugin (``"plugins"`` in asv.conf.json): ``asv publish`` builds the harness's site.
 
-Typed in the repository's root, ``asv publish`` builds the very site ``python -m harness.history.site
+Typed in the repository's root, ``asv publish`` builds the very site ``python -m harness site
 publish`` (and so ``nox -s publish`` and ``nox -s bench``) builds, because that one runs ``asv
 publish`` too:
 

@@ -1,7 +1,7 @@
 """A history from day one: benchmark earlier commits of main, each commit's nf4kernel alone.
 
-    python -m harness.history.backfill RANGE [--suite nf4kernel-only] [--store] [--force]
-    python -m harness.history.backfill --missing [--limit N] [--list [--machine NAME]] [--suite gpu] [RANGE]
+    python -m harness backfill RANGE [--suite nf4kernel-only] [--store] [--force]
+    python -m harness backfill --missing [--limit N] [--list [--machine NAME]] [--suite gpu] [RANGE]
 
 RANGE is a git revision range (``c0dfe69~12..c0dfe69``, ``main~10..main``); its first-parent commits
 are benchmarked oldest first, each commit's nf4kernel (and nothing else of its tree:
@@ -67,7 +67,7 @@ def why_not_runnable(tree: str) -> str | None:
 
 
 def parse(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m harness.history.backfill", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness backfill", description=__doc__.splitlines()[0])
     parser.add_argument("range", nargs="?", help="git revision range of main, e.g. main~10..main")
     parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
     parser.add_argument("--config", default="asv.conf.json")
@@ -196,7 +196,3 @@ def store_results(results, info: dict) -> int:
         return 1
     print(f"backfill: {stored} result files of {info['machine']} in {store.label(store.STORE)}", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,6 +1,6 @@
 """The main job: the asv suite for the current commit on this machine, then the history site.
 
-    python -m harness.history.bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
+    python -m harness bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
 
 On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures all come from one
 measuring process); without one, only the CPU-interpreter smoke benchmarks, whose times are no
@@ -19,7 +19,6 @@ asked for on a machine without a CUDA GPU.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 
 from harness.core import exits
@@ -31,7 +30,7 @@ def log(message: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.history.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness bench", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=sorted(asvrun.SUITES), help="default: gpu with a CUDA GPU, else cpu")
     parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
     parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")
@@ -80,7 +79,3 @@ def store_results(results, machine_name: str) -> bool:
         log(f"nothing stored: {error}")
         return False
     return True
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -39,7 +39,7 @@ def body(machine: str, regressions: list[Regression], head: str, compare_url: st
     lines = [
         marker(machine) + f" called={called_set(regressions)} -->",
         f"Change-point detection on main's history of **{md.text(machine)}** calls {len(regressions)} series slower "
-        f"than before, as of {head[:12]} (`python -m harness.history.changepoints check`).",
+        f"than before, as of {head[:12]} (`python -m harness changepoints check`).",
         "",
         f"**First bad commit's range:** {span}{link}: after {first.good[:12]}, up to and including "
         f"{first.full[:12]}: {count} commit{'s' if count != 1 else ''}, {', '.join(c[:12] for c in first.commits)}.",

@@ -1,7 +1,7 @@
 """Change points in main's performance history: a slowdown that crept in over several merges, each of
 which passed its own PR check, opens one GitHub issue per GPU machine; a recovery closes it.
 
-    python -m harness.history.changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
+    python -m harness changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
 
 Each series is judged on its own: one benchmark, one parameter combination, one GPU machine, one line
 (asv's result parameters besides the machine: a new toolchain starts a new line, and only the line of
@@ -138,7 +138,7 @@ class Parser(argparse.ArgumentParser):
 
 def parser() -> Parser:
     paragraphs = [" ".join(p.split()) for p in __doc__.split("\n\n")]
-    cli = Parser(prog="python -m harness.history.changepoints", description=paragraphs[0], epilog=paragraphs[-1])
+    cli = Parser(prog="python -m harness changepoints", description=paragraphs[0], epilog=paragraphs[-1])
     commands = cli.add_subparsers(dest="command", required=True, parser_class=Parser)
     run = commands.add_parser(
         "check",
@@ -157,7 +157,3 @@ def main(argv=None) -> int:
     cli = parser()
     args = cli.parse_args(argv)
     return check(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

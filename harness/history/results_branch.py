@@ -1,7 +1,7 @@
 """The ``asv-results`` branch: every GPU result history.yml measured, kept append-only.
 
-    python -m harness.history.results_branch fetch --into DIR [--url URL]
-    python -m harness.history.results_branch store --from DIR [--commit SHA]... [--unmeasured]
+    python -m harness results-branch fetch --into DIR [--url URL]
+    python -m harness results-branch store --from DIR [--commit SHA]... [--unmeasured]
                                                    [--url URL] [--message TEXT] [--attempts N]
 
 ``fetch`` merges the branch's files into DIR (the benchmark job's .asv/results, before asv runs):
@@ -46,7 +46,6 @@ import os
 import random
 import re
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -237,7 +236,7 @@ def default_url() -> str | None:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m harness.history.results_branch",
+        prog="python -m harness results-branch",
         description=__doc__.split("\n\n")[0].strip(),
         epilog="Exit 0 done; 2 bad input; 3 the remote could not be read or written.",
     )
@@ -286,7 +285,3 @@ def main(argv=None) -> int:
     except RemoteError as error:
         say(f"{error}; nothing was written")
         return EXIT_REMOTE
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,9 +12,9 @@ pointed at them under a Content-Security-Policy (``site_pages.py``); asv's scrip
 the data's names as text (``site_scripts.py``); the preview's server, stopped by a signal
 (``site_server.py``).
 
-    python -m harness.history.site publish [--config asv.conf.json]   # asv publish, with the site plugin
-    python -m harness.history.site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
-    python -m harness.history.site vendor                             # re-fetch from npm and verify
+    python -m harness site publish [--config asv.conf.json]   # asv publish, with the site plugin
+    python -m harness site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
+    python -m harness site vendor                             # re-fetch from npm and verify
 
 Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
 asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed
@@ -150,7 +150,7 @@ def readable_config(config: str) -> str:
 
 def main(argv=None) -> int:
     plain_streams()  # a --config that is no UTF-8 is quoted back, not a UnicodeEncodeError
-    parser = Parser(prog="python -m harness.history.site", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m harness site", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     publish_cmd.add_argument("--config", default="asv.conf.json")
@@ -180,7 +180,3 @@ def main(argv=None) -> int:
         print(f"site: {error}", file=sys.stderr)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -40,7 +40,7 @@ def check_assets() -> None:
     for entry in lock()["files"]:
         path = ASSETS / entry["local"]
         if not path.is_file():
-            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m harness.history.site vendor`")
+            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m harness site vendor`")
         if sri(path.read_bytes()) != entry["sri"]:
             raise ValueError(f"site assets: {entry['local']} does not match its pinned hash in {LOCK.name}")
 

@@ -10,8 +10,8 @@ Each choice between two differing copies is said in one line; ``store`` names ev
 or changes. The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
 nothing beside a GPU's.
 
-    python -m harness.history store [--machine NAME]   # .asv/results -> benchmarks/history
-    python -m harness.history list                     # what the committed history holds
+    python -m harness history store [--machine NAME]   # .asv/results -> benchmarks/history
+    python -m harness history list                     # what the committed history holds
 
 Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's).
 """
@@ -90,7 +90,7 @@ def commits(machine_dir: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.history", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness history", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
     store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")
@@ -122,7 +122,3 @@ def main(argv=None) -> int:
 
 def gpu_machines(results: Path) -> list[str]:
     return [name for name in result_merge.machines_in(results) if is_gpu_machine(results / name)]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

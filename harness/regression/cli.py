@@ -1,9 +1,9 @@
 """The regression check between two commits: exit 1 when HEAD's kernel got slower than BASE's.
 
-    python -m harness.regression BASE HEAD [--summary PATH]           # measure and decide (GPU)
-    python -m harness.regression BASE HEAD --measure-only --record R  # measure, write the record, no verdict
-    python -m harness.regression --replay R [--summary PATH]          # decide from a record (no GPU)
-    python -m harness.regression BASE HEAD --device cpu               # the CPU smoke run: no verdict
+    python -m harness regression BASE HEAD [--summary PATH]           # measure and decide (GPU)
+    python -m harness regression BASE HEAD --measure-only --record R  # measure, write the record, no verdict
+    python -m harness regression --replay R [--summary PATH]          # decide from a record (no GPU)
+    python -m harness regression BASE HEAD --device cpu               # the CPU smoke run: no verdict
 
 BASE and HEAD are each a commit of this repository or the path of another checkout (a PR's, beside
 this one: its HEAD commit is fetched here). Each commit's nf4kernel, alone (``kernel_source.py``), is
@@ -42,7 +42,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
 from harness.core import command_output, exits, kernel_source, records, workload
 from harness.core import markdown as md
@@ -157,7 +156,7 @@ def no_verdict(why: str) -> int:
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m harness.regression", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness regression", description=__doc__.splitlines()[0])
     parser.add_argument("base", nargs="?", help="the reference: a commit, or a checkout's path (a PR's base)")
     parser.add_argument("head", nargs="?", help="under test: a commit, or a checkout's path (a PR's head)")
     parser.add_argument("--replay", metavar="RECORD", help="decide from a record written by --record (no GPU)")
@@ -284,7 +283,3 @@ def measure(args, base: str, head: str) -> dict | int:
     except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
         print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)
         return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

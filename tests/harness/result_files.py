@@ -81,9 +81,9 @@ def started(root: Path, commit: str) -> dict[str, int]:
 
 
 def results_branch(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """``python -m harness.history.results_branch ARGS`` from the repository's root, its output kept."""
+    """``python -m harness results-branch ARGS`` from the repository's root, its output kept."""
     return subprocess.run(
-        [sys.executable, "-m", "harness.history.results_branch", *args],
+        [sys.executable, "-m", "harness", "results-branch", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -233,7 +233,7 @@ def test_the_gate_on_a_changed_record_decides_or_refuses_in_one_line(workdir, ch
         code, out, err = run(gate.main, [*argv, "--json", "verdict.json", "--summary", "summary.md"])
         assert code in GATE_EXITS and "Traceback" not in out + err, (code, out, err)
         if code == 2:
-            assert len(err.splitlines()) == 1 and err.startswith("python -m harness.gate: error: "), err
+            assert len(err.splitlines()) == 1 and err.startswith("python -m harness gate: error: "), err
 
 
 @FEW

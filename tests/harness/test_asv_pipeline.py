@@ -90,7 +90,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     for checkout in (a, b):
         python = interpreter_alias(checkout / ".venv-elsewhere")
         conf = config(checkout / "asv-test.conf.json", b, checkout, tmp_path)
-        args = ("harness.history.bench", "--config", str(conf), "--suite", "cpu", "--quick", "--no-publish")
+        args = ("harness", "bench", "--config", str(conf), "--suite", "cpu", "--quick", "--no-publish")
         outputs.append(run(python, checkout, env, *args))
     assert "CPU-interpreter smoke benchmarks" in outputs[0] and "2 measured, 0 skipped, 0 failed" in outputs[0]
 
@@ -106,9 +106,7 @@ def test_two_checkouts_at_different_paths_add_to_one_series(tmp_path):
     # asv splits series on a result's parameters: the same ones, so one series.
     assert recorded[0]["params"] == recorded[1]["params"], "one series, not one per checkout"
 
-    out = run(
-        Path(sys.executable), b, env, "harness.history.site", "publish", "--config", str(b / "asv-test.conf.json")
-    )
+    out = run(Path(sys.executable), b, env, "harness", "site", "publish", "--config", str(b / "asv-test.conf.json"))
     html = tmp_path / "html"
     assert f"{machines[0].name}'s results are not graphed" in out
     assert graph_points(html, SMOKE, machines[0].name) == ([], [])

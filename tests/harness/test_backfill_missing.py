@@ -46,7 +46,7 @@ def test_nothing_is_missing_where_every_commit_has_a_result(tmp_path):
 
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "harness.history.backfill", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "harness", "backfill", *args], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
 
 

@@ -1,4 +1,4 @@
-"""``python -m harness.history.bench``: what it refuses before measuring, and that each ending has its
+"""``python -m harness bench``: what it refuses before measuring, and that each ending has its
 documented exit code and one line (its measuring and publishing are test_asv_pipeline.py's)."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def test_the_command_refuses_store_in_one_line_on_a_cpu(tmp_path):
     nothing measured. asv's machine file goes to a temporary home."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "", "HOME": str(tmp_path)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    command = [sys.executable, "-m", "harness.history.bench", "--store", "--no-publish"]
+    command = [sys.executable, "-m", "harness", "bench", "--store", "--no-publish"]
     done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     said = done.stdout + done.stderr
     assert done.returncode == 4, said[-2000:]

@@ -241,11 +241,11 @@ def github():
 
 
 def run_check(results_dir: Path, upto: int, url: str, *extra: str, env: dict | None = None):
-    """``python -m harness.history.changepoints check`` at the store after ORDER[upto], as the workflow runs it."""
+    """``python -m harness changepoints check`` at the store after ORDER[upto], as the workflow runs it."""
     environment = {**os.environ, "GITHUB_API_URL": url, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "token"}
     environment.pop("GITHUB_STEP_SUMMARY", None)
     environment.update(env or {})
-    command = [sys.executable, "-m", "harness.history.changepoints", "check", "--results", str(results_dir)]
+    command = [sys.executable, "-m", "harness", "changepoints", "check", "--results", str(results_dir)]
     command += ["--rev", ORDER[upto], *extra]
     return subprocess.run(command, cwd=ROOT, env=environment, capture_output=True, text=True, timeout=120)
 
@@ -338,7 +338,7 @@ def test_github_refusing_is_exit_1_in_one_line(results):
 def one_line(*args: str, env: dict | None = None):
     environment = {**os.environ, "GITHUB_REPOSITORY": REPO, "GITHUB_TOKEN": "token", **(env or {})}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.history.changepoints", *args],
+        [sys.executable, "-m", "harness", "changepoints", *args],
         cwd=ROOT,
         env=environment,
         capture_output=True,

@@ -326,6 +326,7 @@ def test_a_frozen_process_tree_runs_nothing_until_thawed(tmp_path):
         ("harness._process", ["worker", "nf4kernel", "97", "98"]),
         ("harness._process", ["reference", "x"]),
         ("harness._process", ["reference", "97", "98"]),
+        ("harness._process", ["classic"]),  # not started with UNSLOTH_BNB_TRITON=0
         ("harness.github.attacks", ["."]),
         ("harness.github.attacks", [".", "no-such-attack"]),
     ],

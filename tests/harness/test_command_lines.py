@@ -2,15 +2,15 @@
 wrong name or a verdict they could not support: each now answers in one line with its documented
 exit code (random and hostile argument lists for the same programs: test_any_input.py).
 
-* ``python -m harness.history.site preview --port 99999``: exit 2, one line (was a 27-line
+* ``python -m harness site preview --port 99999``: exit 2, one line (was a 27-line
   OverflowError traceback); a --config that is no asv configuration likewise.
 * ``python -m nf4kernel.targets 999``: exit 2, one line, before anything is compiled (was an LLVM
   abort, exit 134).
-* ``python -m harness.github.pins`` with no index answering: exit 3, "no verdict" (was "every pin
+* ``python -m harness pins`` with no index answering: exit 3, "no verdict" (was "every pin
   has a wheel for every leg", exit 0).
 * A regression record with a pass of one round: refused, exit 2 (was PASS).
 * ``python -m studies.sweep``/``perf``: their usage names them as they are typed (was
-  ``sweep.py``); ``python -m harness.github.act_ci --help`` exits 0 (was 2).
+  ``sweep.py``); ``python -m harness act-ci --help`` exits 0 (was 2).
 * asv's last line before the site plugin's own ("Writing index") ends before the plugin prints.
 """
 
@@ -56,7 +56,7 @@ def one_line(text: str) -> str:
 def test_site_preview_refuses_a_port_no_server_can_listen_on_in_one_line(port):
     code, out, err = run(site.main, ["preview", "--port", port])
     assert code == 2 and not out
-    assert one_line(err).startswith("python -m harness.history.site preview: error: argument --port: ")
+    assert one_line(err).startswith("python -m harness site preview: error: argument --port: ")
 
 
 @pytest.mark.parametrize("config", ["no-such.json", "README.md", ".", "tests/fixtures"])
@@ -64,7 +64,7 @@ def test_site_refuses_a_config_that_is_no_asv_configuration_in_one_line(config):
     for command in ("publish", "preview"):
         code, out, err = run(site.main, [command, "--config", config])
         assert code == 2 and not out
-        assert one_line(err).startswith(f"python -m harness.history.site: error: --config {config}: ")
+        assert one_line(err).startswith(f"python -m harness site: error: --config {config}: ")
 
 
 def test_site_preview_serves_on_a_valid_port(monkeypatch, tmp_path):
@@ -214,9 +214,9 @@ def test_the_tuning_commands_refuse_what_the_kernel_cannot_run_before_looking_fo
 def test_act_ci_help_exits_0_and_a_bad_option_2_in_one_line(monkeypatch):
     monkeypatch.setattr(act_ci, "run_job", lambda *args, **kwargs: pytest.fail("ran a job"))
     code, out, _ = run(act_ci.main, ["--help"])
-    assert code == 0 and out.startswith("usage: python -m harness.github.act_ci ")
+    assert code == 0 and out.startswith("usage: python -m harness act-ci ")
     code, out, err = run(act_ci.main, ["--no-such-option"])
-    assert code == 2 and not out and one_line(err).startswith("python -m harness.github.act_ci: error: ")
+    assert code == 2 and not out and one_line(err).startswith("python -m harness act-ci: error: ")
 
 
 # --- asv's last line, then the site plugin's ------------------------------------------------------------

@@ -100,11 +100,10 @@ class Documented:
 DOCUMENTED = [
     Documented("python -m harness", 2, "regression"),  # the program's commands, listed
     Documented("python -m harness gate", 4, GATE_NO_GPU),
-    Documented("python -m harness.gate", 4, GATE_NO_GPU),
-    Documented("python -m harness.gate --json gate.json", 4, GATE_NO_GPU),
-    Documented("python -m harness.gate --aa --json aa.json", 4, GATE_NO_GPU),
+    Documented("python -m harness gate --json gate.json", 4, GATE_NO_GPU),
+    Documented("python -m harness gate --aa --json aa.json", 4, GATE_NO_GPU),
     # ../pr-checkout: a clone of this checkout beside the working directory, as a PR's would be.
-    Documented("python -m harness.gate --kernel ../pr-checkout --json pr.json", 4, GATE_NO_GPU),
+    Documented("python -m harness gate --kernel ../pr-checkout --json pr.json", 4, GATE_NO_GPU),
     Documented("python -m studies.sweep --json tiles.json", 4, NO_GPU),
     # DIR, here and below: a folder of this test's.
     Documented(
@@ -152,10 +151,10 @@ DOCUMENTED = [
     ),
     # The committed history, judged as the workflow judges the branch's, GitHub left alone.
     Documented(
-        "python -m harness.history.changepoints check --results benchmarks/history --dry-run",
+        "python -m harness changepoints check --results benchmarks/history --dry-run",
         0,
         "h200: 72 series judged",
-        "python -m harness.history.changepoints check --results {root}/benchmarks/history --dry-run",
+        "python -m harness changepoints check --results {root}/benchmarks/history --dry-run",
     ),
     # 20 null histories and no power search instead of 300 and every series: the same code, in seconds.
     Documented(
@@ -165,9 +164,7 @@ DOCUMENTED = [
         "python -m studies.changepoint_power --draws 20 --only '^$'",
     ),
     # SCENARIO: noop (the nox -s rehearse entries below run all four).
-    Documented(
-        "python -m harness.github.rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m harness.github.rehearse noop"
-    ),
+    Documented("python -m harness rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m harness rehearse noop"),
     Documented("nox -s gate", 4, GATE_NO_GPU),
     Documented("nox -s bench -- --store", 4, "--store needs a CUDA GPU"),
     # nox runs a session in the noxfile's folder: a relative gate.json would land in the checkout.
@@ -244,10 +241,10 @@ def test_a_documented_command_on_a_cpu(doc, tmp_path):
 
 # (command, exit code, what the one line says)
 CANNOT_RUN_HERE = [
-    (["-m", "harness.gate", "--measure-only", "--kernel", "HEAD"], 4, GATE_NO_GPU),
-    (["-m", "harness.regression", "HEAD~1", "HEAD"], 4, NO_GPU),
-    (["-m", "harness.history.backfill", "HEAD~1..HEAD"], 4, NO_GPU),
-    (["-m", "harness.history.bench", "--suite", "gpu", "--no-publish"], 4, "needs a CUDA GPU"),
+    (["-m", "harness", "gate", "--measure-only", "--kernel", "HEAD"], 4, GATE_NO_GPU),
+    (["-m", "harness", "regression", "HEAD~1", "HEAD"], 4, NO_GPU),
+    (["-m", "harness", "backfill", "HEAD~1..HEAD"], 4, NO_GPU),
+    (["-m", "harness", "bench", "--suite", "gpu", "--no-publish"], 4, "needs a CUDA GPU"),
 ]
 
 
@@ -263,11 +260,11 @@ def test_a_gpu_command_says_why_in_one_line(args, code, why, tmp_path):
 @pytest.mark.parametrize(
     "args,code,why",
     [
-        (["-m", "harness.gate", "--rounds", "2"], 2, "--rounds must be at least 5"),
-        (["-m", "harness.gate", "--replay", "nonexistent.json"], 2, "--replay nonexistent.json"),
-        (["-m", "harness.regression", "no-such-ref", "HEAD"], 2, "neither a commit"),
-        (["-m", "harness.history.backfill", "nothing..here"], 2, "not a revision range here"),
-        (["-m", "harness.github.rehearse"], 2, "noop"),
+        (["-m", "harness", "gate", "--rounds", "2"], 2, "--rounds must be at least 5"),
+        (["-m", "harness", "gate", "--replay", "nonexistent.json"], 2, "--replay nonexistent.json"),
+        (["-m", "harness", "regression", "no-such-ref", "HEAD"], 2, "neither a commit"),
+        (["-m", "harness", "backfill", "nothing..here"], 2, "not a revision range here"),
+        (["-m", "harness", "rehearse"], 2, "noop"),
     ],
     ids=["gate-rounds", "gate-replay-missing", "regression-unknown-ref", "backfill-bad-range", "rehearse-no-scenario"],
 )
@@ -287,7 +284,7 @@ def test_a_nox_session_passes_a_bad_arguments_code_on(tmp_path):
 def test_preview_before_any_site_says_how_to_build_one(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"version": 1, "html_dir": str(tmp_path / "html"), "results_dir": str(tmp_path)}))
-    done = run(sys.executable, "-m", "harness.history.site", "preview", "--config", str(config), cwd=tmp_path)
+    done = run(sys.executable, "-m", "harness", "site", "preview", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in said(done)
     assert (
         said(done).strip()
@@ -296,11 +293,11 @@ def test_preview_before_any_site_says_how_to_build_one(tmp_path):
 
 
 def test_what_needs_no_gpu_does_its_job(tmp_path):
-    replayed = run(sys.executable, "-m", "harness.gate", "--replay", str(RECORDED_GATE), cwd=tmp_path)
+    replayed = run(sys.executable, "-m", "harness", "gate", "--replay", str(RECORDED_GATE), cwd=tmp_path)
     assert replayed.returncode == 0 and said(replayed).strip().endswith("PASS")
-    listed = run(sys.executable, "-m", "harness.history", "list", cwd=tmp_path)
+    listed = run(sys.executable, "-m", "harness", "history", "list", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
-    scenarios = run(sys.executable, "-m", "harness.github.rehearse", "--list", cwd=tmp_path)
+    scenarios = run(sys.executable, "-m", "harness", "rehearse", "--list", cwd=tmp_path)
     listed = [line.split()[0] for line in scenarios.stdout.splitlines()]
     assert scenarios.returncode == 0 and {"noop", "slow", "self-pass", "hostile", "push"} <= set(listed)
     assert len([name for name in listed if name.startswith("hostile-")]) == len(attacks.ATTACKS)  # issue 46's set

@@ -54,7 +54,7 @@ def test_threshold_from_the_command_line_and_never_the_environment(tmp_path, mon
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks what the gate does on a machine without a GPU")
 def test_without_a_gpu_the_gate_says_so_and_does_not_pass():
-    done = subprocess.run([sys.executable, "-m", "harness.gate"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "harness", "gate"], capture_output=True, text=True, timeout=300)
     assert done.returncode == decision.EXIT_NO_GPU
     assert "no CUDA GPU" in done.stdout and "FAIL" in done.stdout
 

@@ -56,7 +56,8 @@ def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sand
     command = [
         sys.executable,
         "-m",
-        "harness.github.gpu_tests",
+        "harness",
+        "gpu-tests",
         str(ROOT),
         "--",
         "-q",
@@ -74,6 +75,6 @@ def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sand
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "harness.github.gpu_tests", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "-m", "harness", "gpu-tests", str(tmp_path)], cwd=ROOT, capture_output=True, text=True
     )
     assert done.returncode == 2 and "is not a git checkout" in done.stderr and "Traceback" not in done.stderr

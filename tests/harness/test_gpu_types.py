@@ -115,7 +115,7 @@ def test_a_rehearsal_world_keeps_every_type_but_runs_on_its_own(tmp_path):
 )
 def test_the_command_the_workflows_run(args, code, out):
     done = subprocess.run(
-        [sys.executable, "-m", "harness.core.gpu_types", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "harness", "gpu-types", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == code and out in done.stdout + done.stderr, done.stdout + done.stderr
     assert "Traceback" not in done.stderr and (done.stdout + done.stderr).strip().splitlines()[-1].count(out) == 1

@@ -61,7 +61,7 @@ def test_a_pr_that_edits_the_harness_to_pass_itself_still_gets_the_bases_verdict
     assert "median speed-up 0.894x over Unsloth is below the threshold 1.20x" in log(result)
     # ...where the PR's own harness, given the same measurements, passes it: what the old workflow ran.
     pr_tree = world.scratch / f"pr-{rehearsal_world.PR_NUMBER}"
-    own = [sys.executable, "-P", "-m", "harness.gate", "--replay", str(PLANTED_2X)]
+    own = [sys.executable, "-P", "-m", "harness", "gate", "--replay", str(PLANTED_2X)]
     done = subprocess.run(own, cwd=pr_tree, env={"PYTHONPATH": str(pr_tree)}, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
@@ -202,7 +202,7 @@ def hostile_import(world, head: str, sandboxed: bool) -> rehearsal_world.Run:
     replaced = gpu_steps_replaced(world, head, pr_record=PLANTED_2X, slower=SLOW_2X)
     step = replaced[("gate", "measure")]
     staged = '"$staged"'  # beside $RUNNER_TEMP, not through it: the sandbox shows no folder of $RUNNER_TEMP
-    where = f"python -m harness.core.sandbox --read {staged} --read . --cwd . -- " if sandboxed else ""
+    where = f"python -m harness sandbox --read {staged} --read . --cwd . -- " if sandboxed else ""
     script = f"""staged="$(dirname "$RUNNER_TEMP")/staged-kernel"
 rm -rf {staged} && mkdir -p {staged} && cp -r ../candidate/nf4kernel {staged}/
 other=$(mktemp -d /tmp/nf4kernel-other-XXXX) && mkdir "$other/nf4kernel" && : > "$other/nf4kernel/__init__.py"

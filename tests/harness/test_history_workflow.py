@@ -283,7 +283,7 @@ def test_the_nightly_job_measures_the_newest_commits_with_no_result_at_most_its_
     nox = "python -m nox --no-venv -s backfill --"
     assert real.startswith(nox)
     listed = world.scratch / "listed.txt"
-    listing = real.replace(nox, "python -m harness.history.backfill") + " --list --machine h200"
+    listing = real.replace(nox, "python -m harness backfill") + " --list --machine h200"
     stand_in = (
         f'{listing} | grep -oE "^[0-9a-f]{{40}}" > {listed}\n'
         f"mkdir -p .asv/results/h200 && cp {measured}/h200/machine.json .asv/results/h200/\n"

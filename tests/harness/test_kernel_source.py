@@ -230,7 +230,7 @@ def test_the_gate_refuses_a_kernel_with_a_compiled_file_in_one_line(checkouts):
     scratch.git("add", "-A", cwd=candidate)
     scratch.git("commit", "-q", "-m", "a compiled kernel", cwd=candidate)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    command = [sys.executable, "-m", "harness.gate", "--measure-only", "--kernel", "../candidate"]
+    command = [sys.executable, "-m", "harness", "gate", "--measure-only", "--kernel", "../candidate"]
     done = subprocess.run(command, cwd=trusted, env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
@@ -238,7 +238,7 @@ def test_the_gate_refuses_a_kernel_with_a_compiled_file_in_one_line(checkouts):
 
 
 def measure_kernel_in(trusted: Path, source: str) -> dict:
-    """What the gate records of the kernel it measures, as `python -m harness.gate` in ``trusted``
+    """What the gate records of the kernel it measures, as `python -m harness gate` in ``trusted``
     sets it up (cwd first on the path: the trusted checkout's own nf4kernel is there to shadow)."""
     probe = (
         "import contextlib, json, sys; from harness.gate import measurement; "
@@ -284,7 +284,7 @@ def test_the_gate_refuses_a_kernel_it_cannot_measure(args, message, capsys):
 def test_measure_only_without_a_gpu_exits_4_and_records_why(tmp_path):
     record = tmp_path / "gate.json"
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": ""}  # on a GPU machine too: this is about having none
-    command = [sys.executable, "-m", "harness.gate", "--measure-only", "--json", str(record)]
+    command = [sys.executable, "-m", "harness", "gate", "--measure-only", "--json", str(record)]
     assert subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=False).returncode == 4
     assert not json.loads(record.read_text())["environment"]["cuda"]
 

@@ -174,12 +174,12 @@ def test_the_sandbox_passes_on_nothing_of_the_jobs_environment(runner):
 
 
 def test_the_command_line_tool_runs_a_command_sandboxed_and_keeps_its_exit_code(tmp_path, runner):
-    argv = [sys.executable, "-m", "harness.core.sandbox", "--", sys.executable, "-P", "-c", "import sys; sys.exit(7)"]
+    argv = [sys.executable, "-m", "harness", "sandbox", "--", sys.executable, "-P", "-c", "import sys; sys.exit(7)"]
     root = str(Path(__file__).resolve().parents[2])
     done = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=root)
     assert done.returncode == 7, done.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "harness.core.sandbox", "--env", "NOEQUALS", "--", "true"],
+        [sys.executable, "-m", "harness", "sandbox", "--env", "NOEQUALS", "--", "true"],
         cwd=root,
         capture_output=True,
         text=True,

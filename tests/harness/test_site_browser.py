@@ -64,7 +64,7 @@ def needs_a_browser() -> None:
 
 
 def publish(tmp: Path, clone: Path, branches: list[str]) -> Path:
-    """``python -m harness.history.site publish`` of ``clone`` with the results in ``tmp/results``, as a
+    """``python -m harness site publish`` of ``clone`` with the results in ``tmp/results``, as a
     person types it; returns the site's folder."""
     config = clone / "asv-site.conf.json"
     conf = {"version": 1, "project": "nf4kernel", "repo": str(clone), "branches": branches, "dvcs": "git"}
@@ -75,7 +75,7 @@ def publish(tmp: Path, clone: Path, branches: list[str]) -> Path:
     config.write_text(json.dumps(conf))
     env = {**os.environ, "PYTHONPATH": python_path(clone), "HOME": str(tmp)}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.history.site", "publish", "--config", str(config)],
+        [sys.executable, "-m", "harness", "site", "publish", "--config", str(config)],
         cwd=clone,
         env=env,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""``python -m harness.history.site preview`` (``nox -s preview``) serves the site with asv's own server, a
+"""``python -m harness site preview`` (``nox -s preview``) serves the site with asv's own server, a
 process of its own, until it is stopped. SIGINT (Ctrl-C) and SIGTERM (a service manager, ``kill``,
 ``timeout``) are both how it is stopped: exit 0, no traceback, asv's server gone with it, whether the
 signal reached this process, the server (the process listening, the one a person finds), or both."""
@@ -77,17 +77,17 @@ def end_server(pid: int, port: int) -> None:
 @pytest.mark.parametrize(
     "stop,to",
     [
-        (signal.SIGTERM, "harness.history.site"),
+        (signal.SIGTERM, "the preview"),
         (signal.SIGTERM, "asv's server"),
         (signal.SIGTERM, "both"),
         (signal.SIGINT, "both"),  # Ctrl-C: the terminal signals the whole foreground group
     ],
-    ids=["SIGTERM-to-harness.history.site", "SIGTERM-to-asvs-server", "SIGTERM-to-both", "SIGINT-to-both"],
+    ids=["SIGTERM-to-the-preview", "SIGTERM-to-asvs-server", "SIGTERM-to-both", "SIGINT-to-both"],
 )
 def test_a_stopped_preview_exits_0_and_leaves_nothing_listening(config, stop, to, tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "harness.history.site", "preview", "--config", str(config), "--port", str(port)]
+    command = [sys.executable, "-m", "harness", "site", "preview", "--config", str(config), "--port", str(port)]
     # Its output to a file, not a pipe: a server left behind would hold a pipe open, and reading it
     # would wait for that server. A group of its own: "both" signals it as a terminal or `timeout`
     # would, and pytest stays out of it.
@@ -99,7 +99,7 @@ def test_a_stopped_preview_exits_0_and_leaves_nothing_listening(config, stop, to
         wait_until_served(port, preview)
         servers = children(preview.pid)
         assert len(servers) == 1, servers
-        if to == "harness.history.site":
+        if to == "the preview":
             preview.send_signal(stop)
         elif to == "asv's server":
             os.kill(servers[0], stop)

@@ -1,7 +1,7 @@
 """``asv publish``, typed in the repository's root, builds the harness's site (harness/history/asv_site.py):
 the committed GPU history seeded into the results, the GPU machines alone graphed, the benchmarks
 without results off the index, the vendored libraries loaded instead of CDNs; the very site
-``python -m harness.history.site publish`` builds (``nox -s publish``, ``nox -s bench``), which runs ``asv
+``python -m harness site publish`` builds (``nox -s publish``, ``nox -s bench``), which runs ``asv
 publish`` too. asv runs for real, in a process of its own, on a clone of this checkout."""
 
 from __future__ import annotations
@@ -54,9 +54,9 @@ def clone(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def by_harness(clone) -> tuple[Path, str]:
-    """The site ``python -m harness.history.site publish`` builds (``nox -s bench`` ends with it), kept aside,
+    """The site ``python -m harness site publish`` builds (``nox -s bench`` ends with it), kept aside,
     and what it printed."""
-    done = python(clone, "-m", "harness.history.site", "publish")
+    done = python(clone, "-m", "harness", "site", "publish")
     assert done.returncode == 0, said(done)[-4000:]
     kept = clone.parent / "by-harness-site"
     shutil.copytree(clone / ".asv" / "html", kept)
@@ -161,7 +161,7 @@ def test_harness_site_publish_refuses_a_configuration_without_the_site_plugin(cl
         "html_dir": str(tmp_path / "html"),
     }
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
-    done = python(clone, "-m", "harness.history.site", "publish", "--config", str(tmp_path / "asv.conf.json"))
+    done = python(clone, "-m", "harness", "site", "publish", "--config", str(tmp_path / "asv.conf.json"))
     assert done.returncode == 1 and "Traceback" not in said(done), said(done)
     assert said(done).strip().startswith("site: ") and len(said(done).strip().splitlines()) == 1, said(done)
     assert site.SITE_PLUGIN in said(done) and not (tmp_path / "html").exists()

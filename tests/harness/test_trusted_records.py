@@ -18,7 +18,7 @@ COMMIT = "c" * 40
 
 def gate(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "harness.gate", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "harness", "gate", *args], cwd=ROOT, capture_output=True, text=True, timeout=120
     )
 
 
@@ -37,7 +37,7 @@ def test_the_gate_decides_only_on_records_of_the_commits_it_expects(tmp_path):
 def test_the_regression_check_decides_only_on_a_record_of_the_commits_it_expects(tmp_path):
     path = tmp_path / "regression.json"
     path.write_text(json.dumps(recorded.regression_record(base="b" * 40, head="a" * 40)))
-    command = [sys.executable, "-m", "harness.regression", "--replay", str(path), "--expect"]
+    command = [sys.executable, "-m", "harness", "regression", "--replay", str(path), "--expect"]
     ok = subprocess.run([*command, "b" * 40, "a" * 40], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert ok.returncode == 0, ok.stdout[-2000:]
     swapped = subprocess.run([*command, "a" * 40, "b" * 40], cwd=ROOT, capture_output=True, text=True, timeout=120)

@@ -225,7 +225,7 @@ def test_the_verdicts_come_from_the_trusted_checkout():
     tests = next(s for s in jobs_["gpu-tests"]["steps"] if s.get("id") == "tests")
     # No tool runs in the PR's checkout (a PR's nox/ or pytest/ would run in its place there): the
     # default branch's tests judge its staged kernel, and its own suite runs sandboxed.
-    assert tests["working-directory"] == "trusted" and tests["run"] == "python -m harness.github.gpu_tests ../candidate"
+    assert tests["working-directory"] == "trusted" and tests["run"] == "python -m harness gpu-tests ../candidate"
     for job in jobs_.values():
         for step in job["steps"]:
             assert step.get("working-directory") != "candidate", step.get("name")

@@ -1,5 +1,0 @@
-import sys
-
-from harness.gate.cli import main
-
-sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from harness.history.store import main
-
-sys.exit(main())

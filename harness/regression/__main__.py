@@ -1,5 +1,0 @@
-import sys
-
-from harness.regression.cli import main
-
-sys.exit(main())
