@@ -2,6 +2,7 @@
 kernel, batch by batch, from the batch medians of recorded runs (standard library only).
 
     python -m studies.aa_noise benchmarks/results/regression-aa-h200/aa-batch-medians.json.gz
+    python -m studies.aa_noise RECORD.json[.gz]...     # regression records (--record), one run each
 
 The file maps each run to its passes' rounds, each side's median seconds per result per batch
 (``{run: {"alternates": "weight", "passes": [{"rounds": [{"order": [...], "base": {result: s},
@@ -13,6 +14,11 @@ processes, each side on the core the other had); by which side's batch went firs
 position effect; and how much of the spread between passes their rounds can't explain (a level the
 pair of processes keeps for the whole pass, which resampling rounds can't see).
 
+A regression record (``python -m harness regression ... --record R``) is read as one run, its
+batches reduced to their medians; where it holds the GPU's state before each batch (``states``,
+since 1cba042), a last table gives each batch's level (log of its median over its result's median in
+the run) by the SM clock NVML read before it: whether batches that start on low clocks run slower.
+
 Exit 0: the tables. Exit 2: no such file, or one that holds no rounds, in one line.
 """
 
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import itertools
 import json
 import math
 import statistics
@@ -43,6 +50,68 @@ def pairs(runs: dict) -> list[dict]:
                     row = {"run": run, "pass": number, "round": r, "key": key, "log": math.log(ratio)}
                     found.append({**row, "base_first": first})
     return found
+
+
+def from_record(record: dict) -> tuple[dict, list[tuple[float, float]]]:
+    """A regression record as one run of the batch-medians form, and (level, SM clock MHz before the
+    batch) for every batch whose state says its clock."""
+    passes, medians = [], defaultdict(list)
+    for found in record["passes"]:
+        rounds = []
+        for rnd in found["rounds"]:
+            reduced = {
+                side: {key: statistics.median(calls) for key, calls in rnd[side].items()} for side in ("base", "head")
+            }
+            rounds.append({"order": rnd["order"], **reduced})
+            for side in ("base", "head"):
+                for key, median in reduced[side].items():
+                    medians[key].append(median)
+        passes.append({"rounds": rounds})
+    typical = {key: statistics.median(values) for key, values in medians.items()}
+    clocked = []
+    for found, reduced in zip(record["passes"], passes, strict=True):
+        for states, rnd in zip(found.get("states") or [], reduced["rounds"], strict=False):
+            for side in ("base", "head"):
+                for key, around in states.get(side, {}).items():
+                    mhz = (around.get("before") or {}).get("sm_clock_mhz")
+                    if isinstance(mhz, int | float) and key in rnd[side]:
+                        clocked.append((math.log(rnd[side][key] / typical[key]), float(mhz)))
+    return {"alternates": "weight", "passes": passes}, clocked
+
+
+def by_clock(clocked: list[tuple[float, float]], edges=(1000.0, 1700.0)) -> list[tuple]:
+    """(SM clock band, batches, their mean level as a ratio, the spread of their log level)."""
+    bands = defaultdict(list)
+    for level, mhz in clocked:
+        band = sum(mhz >= edge for edge in edges)
+        bands[band].append(level)
+    names = [
+        f"below {edges[0]:.0f} MHz",
+        *(f"{a:.0f} to {b:.0f} MHz" for a, b in itertools.pairwise(edges)),
+        f"{edges[-1]:.0f} MHz and up",
+    ]
+    return [
+        (names[band], len(levels), math.exp(statistics.fmean(levels)), statistics.pstdev(levels))
+        for band, levels in sorted(bands.items())
+    ]
+
+
+def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
+    """Runs and clocked batch levels from batch-medians files and regression records."""
+    runs, clocked = {}, []
+    for path in paths:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt") as handle:
+            found = json.load(handle)
+        if isinstance(found, dict) and "passes" in found:
+            run, levels = from_record(found)
+            runs[path] = run
+            clocked += levels
+        elif isinstance(found, dict):
+            runs.update({f"{path}: {name}": run for name, run in found.items()})
+        else:
+            raise ValueError("neither batch medians nor a regression record")
+    return runs, clocked
 
 
 def summary(rows: list[dict], by: str) -> list[tuple]:
@@ -88,17 +157,25 @@ def table(title: str, lines: list[tuple]) -> str:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studies.aa_noise", description=__doc__.splitlines()[0])
-    parser.add_argument("medians", help="a batch-medians file (.json or .json.gz)")
+    parser.add_argument("files", nargs="+", help="batch-medians files or regression records (.json or .json.gz)")
     args = parser.parse_args(argv)
+    named = " ".join(args.files)
     try:
-        opener = gzip.open if args.medians.endswith(".gz") else open
-        with opener(args.medians, "rt") as handle:
-            rows = pairs(json.load(handle))
-    except (OSError, ValueError, LookupError, TypeError, AttributeError, ZeroDivisionError) as error:
-        print(f"aa_noise: {args.medians}: {error}", file=sys.stderr)
+        runs, clocked = read(args.files)
+        rows = pairs(runs)
+    except (
+        OSError,
+        ValueError,
+        LookupError,
+        TypeError,
+        AttributeError,
+        ZeroDivisionError,
+        statistics.StatisticsError,
+    ) as error:
+        print(f"aa_noise: {named}: {error}", file=sys.stderr)
         return 2
     if not rows:
-        print(f"aa_noise: {args.medians}: no rounds", file=sys.stderr)
+        print(f"aa_noise: {named}: no rounds", file=sys.stderr)
         return 2
     print(f"{len({r['run'] for r in rows})} runs, {len(rows)} batch pairs: HEAD / BASE, the same kernel\n")
     print(table("result", summary(rows, "key")) + "\n")
@@ -110,6 +187,8 @@ def main(argv=None) -> int:
         f"its pass; the passes' means spread {pass_spread:.3f}, rounds alone would give {explained:.3f}; "
         f"a level each pass's processes keep: {process:.3f}"
     )
+    if clocked:
+        print("\n" + table("SM clock before a batch", by_clock(clocked)))
     return 0
 
 

@@ -65,6 +65,28 @@ def test_a_level_each_pass_keeps_is_told_from_the_rounds_noise():
     assert within > 0.1 and between == pytest.approx(0, abs=1e-12) and process == 0
 
 
+def test_a_record_is_one_run_and_its_batches_levels_go_by_the_clock_before_them(tmp_path, capsys):
+    """A regression record with the GPU's state before each batch: the batches that started on a low
+    SM clock (HEAD's, here) ran at twice the others' time."""
+
+    def state(mhz):
+        return {"before": {"sm_clock_mhz": mhz}, "after": {"sm_clock_mhz": 1980}}
+
+    rounds = [{"order": ["base", "head"], "base": {"a": [1.0, 1.0, 1.0]}, "head": {"a": [2.0, 2.0, 2.0]}}] * 2
+    states = [{"base": {"a": state(1980)}, "head": {"a": state(345)}}] * 2
+    record = {"base": "b" * 40, "head": "h" * 40, "passes": [{"rounds": rounds, "states": states}]}
+    path = tmp_path / "r.json.gz"
+    with gzip.open(path, "wt") as handle:
+        json.dump(record, handle)
+    runs, clocked = aa_noise.read([str(path)])
+    assert list(runs) == [str(path)] and len(clocked) == 4
+    bands = {name: (n, round(mean, 6)) for name, n, mean, _ in aa_noise.by_clock(clocked)}
+    # Each batch against its result's median batch in the run: 1.5 s, the median of 1, 1, 2 and 2.
+    assert bands == {"below 1000 MHz": (2, round(2 / 1.5, 6)), "1700 MHz and up": (2, round(1 / 1.5, 6))}
+    assert aa_noise.main([str(path)]) == 0
+    assert "SM clock before a batch" in capsys.readouterr().out
+
+
 def test_the_recorded_runs_give_their_table(capsys):
     assert aa_noise.main([str(MEDIANS)]) == 0
     out = capsys.readouterr().out
