@@ -79,6 +79,11 @@ def from_record(record: dict) -> tuple[dict, list[tuple[float, float]]]:
     return {"alternates": "weight", "passes": passes}, clocked
 
 
+def spread(name, logs: list[float]) -> tuple:
+    """(name, how many, their mean as a ratio, the spread of the log values): a table's row."""
+    return name, len(logs), math.exp(statistics.fmean(logs)), statistics.pstdev(logs)
+
+
 def by_clock(clocked: list[tuple[float, float]], edges=(1000.0, 1700.0)) -> list[tuple]:
     """(SM clock band, batches, their mean level as a ratio, the spread of their log level)."""
     bands = defaultdict(list)
@@ -90,10 +95,7 @@ def by_clock(clocked: list[tuple[float, float]], edges=(1000.0, 1700.0)) -> list
         *(f"{a:.0f} to {b:.0f} MHz" for a, b in itertools.pairwise(edges)),
         f"{edges[-1]:.0f} MHz and up",
     ]
-    return [
-        (names[band], len(levels), math.exp(statistics.fmean(levels)), statistics.pstdev(levels))
-        for band, levels in sorted(bands.items())
-    ]
+    return [spread(names[band], levels) for band, levels in sorted(bands.items())]
 
 
 def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
@@ -119,10 +121,7 @@ def summary(rows: list[dict], by: str) -> list[tuple]:
     groups = defaultdict(list)
     for row in rows:
         groups[row[by]].append(row["log"])
-    return [
-        (name, len(logs), math.exp(statistics.fmean(logs)), statistics.pstdev(logs))
-        for name, logs in sorted(groups.items(), key=lambda kv: str(kv[0]))
-    ]
+    return [spread(name, logs) for name, logs in sorted(groups.items(), key=lambda kv: str(kv[0]))]
 
 
 def components(rows: list[dict]) -> tuple[int, float, float, float, float]:

@@ -21,7 +21,6 @@ Exit 0, or 2 for bad arguments (one line).
 
 from __future__ import annotations
 
-import argparse
 import random
 import re
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 from harness.core.stats import rate_upper_95  # numpy-free: the change-point job has none
 from harness.history.changepoint_rule import MIN_COMMITS, find, lower_is_better
 from harness.history.changepoint_series import BadInput, Series, first_parent, gpu_machines, load
-from harness.history.changepoints import STORE
+from harness.history.changepoints import STORE, Parser
 
 # The committed H200 runs of one kernel (benchmarks/results/asv-h200/README.md): the first a full-suite
 # run, the other eleven the backfill's commits; one H200, one session. Their spread is the noise a null
@@ -148,12 +147,6 @@ def power(store: Path, machine: str, draws: int, length: int, seed: int, after: 
         "called": {by_key[k].label: n for k, n in per_key.items()},
         "smallest": {by_key[k].label: v for k, v in smallest.items()},
     }
-
-
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, as every other bad input
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        raise SystemExit(2)
 
 
 def main(argv=None) -> int:

@@ -88,15 +88,17 @@ def run_pass(
     for key in keys:
         first = session.manifest["weights"][judge.members(session.manifest, groups[key])[0]]
         found["bytes"][key] = math.prod(first["tensors"]["packed"][2])  # uint8 codes: one byte each
+    # Nothing runs between one batch and the next: the state after one is the state before the next.
+    state = gpu_state.snapshot(device)
     for r in range(rounds):
         timed, states = {side: {} for side in SIDES}, {side: {} for side in SIDES}
-        for i, key in enumerate(keys):
-            for side in SIDES if (r + i) % 2 == 0 else SIDES[::-1]:
-                before = gpu_state.snapshot(device)
-                session.timed_batch(process(side, r % per_side, per_side), groups[key])
-                states[side][key] = {"before": before, "after": gpu_state.snapshot(device)}
-                timed[side][key] = list(session.last_calls)
         order = SIDES if r % 2 == 0 else SIDES[::-1]  # the first weight's; each next one's the other
+        for i, key in enumerate(keys):
+            for side in order if i % 2 == 0 else order[::-1]:
+                session.timed_batch(process(side, r % per_side, per_side), groups[key])
+                before, state = state, gpu_state.snapshot(device)
+                states[side][key] = {"before": before, "after": state}
+                timed[side][key] = list(session.last_calls)
         log(f"regression: round {r + 1}/{rounds}: {len(keys)} weights, {', '.join(order)} first")
         found["rounds"].append({"order": list(order), **timed})
         found["states"].append(states)
