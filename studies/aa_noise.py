@@ -3,6 +3,7 @@ kernel, batch by batch, from the batch medians of recorded runs (standard librar
 
     python -m studies.aa_noise benchmarks/results/regression-aa-h200/aa-batch-medians.json.gz
     python -m studies.aa_noise RECORD.json[.gz]...     # regression records (--record), one run each
+    python -m studies.aa_noise RECORD... --medians OUT.json.gz   # and keep them as batch medians
 
 The file maps each run to its passes' rounds, each side's median seconds per result per batch
 (``{run: {"alternates": "weight", "passes": [{"rounds": [{"order": [...], "base": {result: s},
@@ -18,6 +19,8 @@ A regression record (``python -m harness regression ... --record R``) is read as
 batches reduced to their medians; where it holds the GPU's state before each batch (``states``,
 since 1cba042), a last table gives each batch's level (log of its median over its result's median in
 the run) by the SM clock NVML read before it: whether batches that start on low clocks run slower.
+``--medians OUT`` writes what was read as one batch-medians file (each run's clocked batch levels
+under ``clocked``, [level, MHz] pairs), a few kilobytes where the records are a few hundred.
 
 Exit 0: the tables. Exit 2: no such file, or one that holds no rounds, in one line.
 """
@@ -107,10 +110,11 @@ def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
             found = json.load(handle)
         if isinstance(found, dict) and "passes" in found:
             run, levels = from_record(found)
-            runs[path] = run
+            runs[path] = {**run, "clocked": levels} if levels else run
             clocked += levels
         elif isinstance(found, dict):
             runs.update({f"{path}: {name}": run for name, run in found.items()})
+            clocked += [tuple(pair) for run in found.values() for pair in run.get("clocked", [])]
         else:
             raise ValueError("neither batch medians nor a regression record")
     return runs, clocked
@@ -157,6 +161,7 @@ def table(title: str, lines: list[tuple]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m studies.aa_noise", description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="batch-medians files or regression records (.json or .json.gz)")
+    parser.add_argument("--medians", metavar="OUT", help="also write the runs read as one batch-medians file (gzip)")
     args = parser.parse_args(argv)
     named = " ".join(args.files)
     try:
@@ -176,6 +181,13 @@ def main(argv=None) -> int:
     if not rows:
         print(f"aa_noise: {named}: no rounds", file=sys.stderr)
         return 2
+    if args.medians:
+        try:
+            with gzip.open(args.medians, "wt") as handle:
+                json.dump(runs, handle, separators=(",", ":"))
+        except OSError as error:
+            print(f"aa_noise: {args.medians}: {error.strerror or error}", file=sys.stderr)
+            return 2
     print(f"{len({r['run'] for r in rows})} runs, {len(rows)} batch pairs: HEAD / BASE, the same kernel\n")
     print(table("result", summary(rows, "key")) + "\n")
     print(table("pass (1: first)", [(p + 1, *rest) for p, *rest in summary(rows, "pass")]) + "\n")

@@ -86,6 +86,14 @@ def test_a_record_is_one_run_and_its_batches_levels_go_by_the_clock_before_them(
     assert aa_noise.main([str(path)]) == 0
     assert "SM clock before a batch" in capsys.readouterr().out
 
+    # Kept as batch medians: the same tables, the clock's included, from a file of medians.
+    medians = tmp_path / "m.json.gz"
+    assert aa_noise.main([str(path), "--medians", str(medians)]) == 0
+    whole = capsys.readouterr().out
+    assert aa_noise.main([str(medians)]) == 0
+    assert capsys.readouterr().out.split("\n")[1:] == whole.split("\n")[1:]
+    assert aa_noise.main([str(path), "--medians", str(tmp_path / "no" / "m.json.gz")]) == 2
+
 
 def test_the_recorded_runs_give_their_table(capsys):
     assert aa_noise.main([str(MEDIANS)]) == 0

@@ -126,12 +126,13 @@ DOCUMENTED = [
         "python -m studies.power report --out {root}/tests/fixtures/power-h100",
         also=("python -m studies.power report --out DIR",),
     ),
-    # The committed A/A runs' batch medians: the noise table, from the checkout (no GPU).
+    # The committed A/A runs' batch medians (three call processes per kernel), with the SM clock
+    # before every batch: the noise tables, from the checkout (no GPU).
     Documented(
-        "python -m studies.aa_noise benchmarks/results/regression-aa-h200/aa-batch-medians.json.gz",
+        "python -m studies.aa_noise benchmarks/results/regression-aa-h200/aa-batch-medians-processes3.json.gz",
         0,
-        "batch pairs: HEAD / BASE, the same kernel",
-        "python -m studies.aa_noise {root}/benchmarks/results/regression-aa-h200/aa-batch-medians.json.gz",
+        "SM clock before a batch",
+        "python -m studies.aa_noise {root}/benchmarks/results/regression-aa-h200/aa-batch-medians-processes3.json.gz",
     ),
     Documented(
         "python -m benchmarks._training --out DIR --no-unsloth",
