@@ -26,10 +26,11 @@ import re
 import sys
 from pathlib import Path
 
+from harness.core import command_output
 from harness.core.stats import rate_upper_95  # numpy-free: the change-point job has none
 from harness.history.changepoint_rule import MIN_COMMITS, find, lower_is_better
 from harness.history.changepoint_series import BadInput, Series, first_parent, gpu_machines, load
-from harness.history.changepoints import STORE, Parser
+from harness.history.changepoints import STORE
 
 # The committed H200 runs of one kernel (benchmarks/results/asv-h200/README.md): the first a full-suite
 # run, the other eleven the backfill's commits; one H200, one session. Their spread is the noise a null
@@ -151,7 +152,9 @@ def power(store: Path, machine: str, draws: int, length: int, seed: int, after: 
 
 def main(argv=None) -> int:
     paragraphs = [" ".join(p.split()) for p in __doc__.split("\n\n")]
-    cli = Parser(prog="python -m studies.changepoint_power", description=paragraphs[0], epilog=paragraphs[-1])
+    cli = command_output.Parser(
+        prog="python -m studies.changepoint_power", description=paragraphs[0], epilog=paragraphs[-1]
+    )
     cli.add_argument("--machine", default="h200")
     cli.add_argument("--draws", type=int, default=300, help="null histories drawn (%(default)s)")
     cli.add_argument("--length", type=int, default=16, help="commits in each (%(default)s)")

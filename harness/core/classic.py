@@ -14,14 +14,13 @@ Exit 0: measured; 2: not started with ``UNSLOTH_BNB_TRITON=0``, or a weight that
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from harness.core import exits, kernel_source
+from harness.core import command_output, exits, kernel_source
 from harness.core.paths import ROOT
 
 
@@ -75,7 +74,7 @@ def suite_weights(weights: list[str], rounds: int) -> dict:
 def main(argv=None) -> int:
     from harness.core import workload
 
-    parser = argparse.ArgumentParser(prog="python -P -m harness._process classic", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -P -m harness._process classic", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
     parser.add_argument("--weights", nargs="+", help='the suite\'s weights, each "OUTxIN dtype" (default: Challenge A)')
     args = parser.parse_args(argv)

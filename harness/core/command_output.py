@@ -1,4 +1,5 @@
-"""What a command does about its output: its ``--json``/``--record`` and ``--summary`` options
+"""What a command does about its output: its parser (``Parser``: a refused argument is one line and
+exit 2, as every other bad input), its ``--json``/``--record`` and ``--summary`` options
 (``add_record``, ``add_summary``), a file it will write checked to have a folder to go in (before
 minutes of measuring, not after), the one way every command writes a record or appends a summary
 (``written``: a failure names the option and the path, never a traceback), and stdout and stderr
@@ -6,8 +7,17 @@ that never end its one line in an encoding error."""
 
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
+
+
+class Parser(argparse.ArgumentParser):
+    """Every command's parser: a refused argument is one line, ``PROG: error: MESSAGE``, and exit 2
+    (``exits.BAD_INPUT``), not argparse's usage block; ``--help`` as argparse gives it."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
 
 
 def check_output(parser, option: str, path: str | None) -> None:

@@ -11,7 +11,6 @@ Exit 0; 2 with one line where the file is missing or wrong, or the type is not i
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
@@ -19,7 +18,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from harness.core import policy
+from harness.core import command_output, policy
 
 FILE = policy.FILE
 NAME = re.compile(r"[a-z][a-z0-9]*\Z")  # a matrix value and part of a runner label, artifact and group name
@@ -121,7 +120,7 @@ def named(name: str, path: Path = FILE) -> GpuType:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python3 -m harness gpu-types", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python3 -m harness gpu-types", description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("pull-requests", "history", "threshold"))
     parser.add_argument("type", nargs="?", help="threshold: the GPU type")
     parser.add_argument("--file", type=Path, default=FILE)

@@ -62,7 +62,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from harness.core import seccomp
+from harness.core import command_output, seccomp
 
 BWRAP = "bwrap"
 EXIT_NO_SANDBOX = 126
@@ -337,7 +337,7 @@ def _fileno(stream) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -P -m harness sandbox", description=__doc__.split("\n\n")[0])
+    parser = command_output.Parser(prog="python -P -m harness sandbox", description=__doc__.split("\n\n")[0])
     parser.add_argument("--read", action="append", default=[], type=Path, help="shown read-only")
     parser.add_argument("--write", action="append", default=[], type=Path, help="bound read-write")
     parser.add_argument("--exclude", action="append", default=[], type=Path, help="never shown (the PR's checkout)")

@@ -13,12 +13,11 @@ Exit 0 when every job asked for succeeded (and for ``--help``); 1 when one faile
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 import yaml
 
-from harness.core.command_output import plain_streams
+from harness.core import command_output
 from harness.core.paths import ROOT
 from harness.github import act
 
@@ -69,14 +68,9 @@ def _labels(job: dict) -> list[str]:
     return runs_on if isinstance(runs_on, list) else [runs_on]
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
-
-
 def main(argv: list[str]) -> int:
-    plain_streams()  # a job name that is no UTF-8 is quoted back, not a UnicodeEncodeError
-    parser = _Parser(prog="python -m harness act-ci", description=__doc__.splitlines()[0])
+    command_output.plain_streams()  # a job name that is no UTF-8 is quoted back, not a UnicodeEncodeError
+    parser = command_output.Parser(prog="python -m harness act-ci", description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
     jobs = parser.parse_args(argv).jobs or ["lint", "tests"]
     workflow = yaml.safe_load(CI_WORKFLOW.read_text())

@@ -253,8 +253,8 @@ def full_hash(text: str) -> str:
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python3 -m harness approval", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = command_output.Parser(prog="python3 -m harness approval", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     commands.add_parser("approve", help="decide what runs for this event (GitHub's environment variables)")
     status = commands.add_parser("report", help="post the `gpu` commit status")
     status.add_argument("--sha", required=True, type=full_hash)

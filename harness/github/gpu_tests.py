@@ -22,14 +22,13 @@ measurement, a machine without bubblewrap; the workflow never passes it).
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from harness.core import kernel_source, sandbox
+from harness.core import command_output, kernel_source, sandbox
 from harness.core.paths import ROOT
 
 TIMEOUT_S = 1500
@@ -68,7 +67,7 @@ def their_tests(candidate: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness gpu-tests", description=__doc__.split("\n\n")[0])
+    parser = command_output.Parser(prog="python -m harness gpu-tests", description=__doc__.split("\n\n")[0])
     parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
     parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (the workflow never does)")
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -38,7 +38,6 @@ ci.yml and the requirements files are read by ``pin_inputs.py``, the indexes ask
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -49,7 +48,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from harness.core import records
+from harness.core import command_output, records
 from harness.core.paths import ROOT
 from harness.github.package_index import IndexFile, Lister, list_from_indexes
 from harness.github.pin_inputs import CI_WORKFLOW, REQUIREMENT_FILES, BadInput, ci_pythons, file_indexes, pins
@@ -162,7 +161,7 @@ def _admits(requires_python: str | None, python: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     records.plain_streams()
-    argparse.ArgumentParser(prog="python -m harness pins", description=__doc__.splitlines()[0]).parse_args(argv)
+    command_output.Parser(prog="python -m harness pins", description=__doc__.splitlines()[0]).parse_args(argv)
     try:
         pythons = ci_pythons()
         pinned = pins()

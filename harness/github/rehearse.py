@@ -55,7 +55,6 @@ expects, ``scenarios.py``; this module is the command and what it writes.
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -64,7 +63,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import exits, gpu_types
+from harness.core import command_output, exits, gpu_types
 from harness.core.gpu_state import gpu_here
 from harness.core.paths import ROOT
 from harness.github import act
@@ -144,7 +143,7 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness rehearse", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness rehearse", description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
     parser.add_argument("--out", type=Path, help="where the logs go (default .rehearsal/SCENARIO)")
     parser.add_argument("--timeout", type=float, default=1500, help="seconds before act is stopped (%(default)s)")

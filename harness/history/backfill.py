@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from harness.core import exits, kernel_source
+from harness.core import command_output, exits, kernel_source
 from harness.core.git import GitError
 from harness.history import asvrun, machine, store
 
@@ -67,7 +67,7 @@ def why_not_runnable(tree: str) -> str | None:
 
 
 def parse(argv) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m harness backfill", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness backfill", description=__doc__.splitlines()[0])
     parser.add_argument("range", nargs="?", help="git revision range of main, e.g. main~10..main")
     parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
     parser.add_argument("--config", default="asv.conf.json")

@@ -18,10 +18,9 @@ asked for on a machine without a CUDA GPU.
 
 from __future__ import annotations
 
-import argparse
 import time
 
-from harness.core import exits
+from harness.core import command_output, exits
 from harness.history import asvrun, machine, site, store
 
 
@@ -30,7 +29,7 @@ def log(message: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness bench", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness bench", description=__doc__.splitlines()[0])
     parser.add_argument("--suite", choices=sorted(asvrun.SUITES), help="default: gpu with a CUDA GPU, else cpu")
     parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
     parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")

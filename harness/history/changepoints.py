@@ -39,7 +39,6 @@ its first-parent history, GITHUB_REPOSITORY or GITHUB_TOKEN unset, a job summary
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -130,16 +129,10 @@ def default_results() -> Path:
 # --- CLI -----------------------------------------------------------------------------------------------
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, as every other bad input
-        print(f"{self.prog}: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
-def parser() -> Parser:
+def parser() -> command_output.Parser:
     paragraphs = [" ".join(p.split()) for p in __doc__.split("\n\n")]
-    cli = Parser(prog="python -m harness changepoints", description=paragraphs[0], epilog=paragraphs[-1])
-    commands = cli.add_subparsers(dest="command", required=True, parser_class=Parser)
+    cli = command_output.Parser(prog="python -m harness changepoints", description=paragraphs[0], epilog=paragraphs[-1])
+    commands = cli.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     run = commands.add_parser(
         "check",
         help="judge main's history; open, update or close each GPU machine's issue",

@@ -40,7 +40,6 @@ isn't asv's). 3: the remote could not be read or written, or the branch moved un
 
 from __future__ import annotations
 
-import argparse
 import base64
 import os
 import random
@@ -50,7 +49,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.core import exits
+from harness.core import command_output, exits
 from harness.history import result_merge
 
 BRANCH = "asv-results"
@@ -235,12 +234,12 @@ def default_url() -> str | None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = command_output.Parser(
         prog="python -m harness results-branch",
         description=__doc__.split("\n\n")[0].strip(),
         epilog="Exit 0 done; 2 bad input; 3 the remote could not be read or written.",
     )
-    commands = parser.add_subparsers(dest="command", required=True)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     fetch_cmd = commands.add_parser("fetch", help="merge the branch's results into DIR")
     fetch_cmd.add_argument("--into", type=Path, required=True, metavar="DIR", help="an asv results folder")
     store_cmd = commands.add_parser("store", help="add DIR's GPU results to the branch and push (never forced)")

@@ -31,7 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.core.command_output import plain_streams
+from harness.core import command_output
 from harness.history.site_server import serve
 from harness.history.site_vendored import vendor
 
@@ -121,11 +121,6 @@ def preview(config: str, port: int) -> int:
     return serve(command, cwd=asvrun.ROOT, env=asvrun.asv_env())
 
 
-class Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, before anything runs
-        self.exit(2, f"{self.prog}: error: {' '.join(message.splitlines())}\n")
-
-
 def port(text: str) -> int:
     """A TCP port a server can listen on: 1 to 65535 (asv's server would end in a traceback)."""
     try:
@@ -149,9 +144,9 @@ def readable_config(config: str) -> str:
 
 
 def main(argv=None) -> int:
-    plain_streams()  # a --config that is no UTF-8 is quoted back, not a UnicodeEncodeError
-    parser = Parser(prog="python -m harness site", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
+    command_output.plain_streams()  # a --config that is no UTF-8 is quoted back, not a UnicodeEncodeError
+    parser = command_output.Parser(prog="python -m harness site", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     publish_cmd.add_argument("--config", default="asv.conf.json")
     preview_cmd = commands.add_parser("preview", help="serve the built site on http://127.0.0.1:PORT")

@@ -18,11 +18,10 @@ Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't a
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
-from harness.core import records
+from harness.core import command_output, records
 from harness.history import result_merge
 from harness.history.asvrun import ROOT, load_config
 
@@ -90,8 +89,8 @@ def commits(machine_dir: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness history", description=__doc__.splitlines()[0])
-    commands = parser.add_subparsers(dest="command", required=True)
+    parser = command_output.Parser(prog="python -m harness history", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
     store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")
     store_cmd.add_argument("--config", default="asv.conf.json")

@@ -43,3 +43,14 @@ def test_the_nox_sessions_run_the_program():
     noxfile = (ROOT / "noxfile.py").read_text()
     for name in ("gate", "regression", "bench", "backfill", "rehearse", "pins", "act-ci"):
         assert f'"python", "-m", "harness", "{name}"' in noxfile, name
+
+
+@pytest.mark.parametrize("name", sorted(program.COMMANDS))
+def test_each_command_refuses_an_option_it_lacks_in_one_line(name, capsys):
+    """One parser for every command (``command_output.Parser``): ``PROG: error: ...``, exit 2, not
+    argparse's usage block."""
+    with pytest.raises(SystemExit) as stopped:
+        program.main([name, "--no-such-option"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.count("\n") == 1, err
+    assert f"-m harness {name}" in err.split(": error: ")[0], err
