@@ -19,6 +19,9 @@ A regression record (``python -m harness regression ... --record R``) is read as
 batches reduced to their medians; where it holds the GPU's state before each batch (``states``,
 since 1cba042), a last table gives each batch's level (log of its median over its result's median in
 the run) by the SM clock NVML read before it: whether batches that start on low clocks run slower.
+Where a record says which timed calls the reference checked right after they answered
+(``checked``, since issue 46's fourth session), a table counts the calls over three times their
+batch's median among the calls right after a check and among the others.
 ``--medians OUT`` writes what was read as one batch-medians file (each run's clocked batch levels
 under ``clocked``, [level, MHz] pairs), a few kilobytes where the records are a few hundred.
 
@@ -82,6 +85,38 @@ def from_record(record: dict) -> tuple[dict, list[tuple[float, float]]]:
     return {"alternates": "weight", "passes": passes}, clocked
 
 
+SLOW = 3.0  # a call this many times its batch's median is an outlier of the batch
+
+
+def after_checks(record: dict) -> dict:
+    """{"after a check" | "other calls": [calls, calls over SLOW x their batch's median]} over the
+    batches whose checked calls the record names; empty where it names none."""
+    counts = {}
+    for found in record["passes"]:
+        for rnd, checked in zip(found["rounds"], found.get("checked") or [], strict=False):
+            for side in ("base", "head"):
+                for key, calls in rnd[side].items():
+                    marks = checked.get(side, {}).get(key)
+                    if marks is None or not calls:
+                        continue
+                    after, median = {i + 1 for i in marks}, statistics.median(calls)
+                    for i, seconds in enumerate(calls):
+                        tally = counts.setdefault("after a check" if i in after else "other calls", [0, 0])
+                        tally[0] += 1
+                        tally[1] += seconds > SLOW * median
+    return counts
+
+
+def outliers(tallies: list[dict]) -> list[tuple]:
+    """(which calls, how many, how many over SLOW x their batch's median, their share)."""
+    total = defaultdict(lambda: [0, 0])
+    for tally in tallies:
+        for name, (calls, slow) in tally.items():
+            total[name][0] += calls
+            total[name][1] += slow
+    return [(name, calls, slow, slow / calls) for name, (calls, slow) in sorted(total.items()) if calls]
+
+
 def spread(name, logs: list[float]) -> tuple:
     """(name, how many, their mean as a ratio, the spread of the log values): a table's row."""
     return name, len(logs), math.exp(statistics.fmean(logs)), statistics.pstdev(logs)
@@ -102,7 +137,8 @@ def by_clock(clocked: list[tuple[float, float]], edges=(1000.0, 1700.0)) -> list
 
 
 def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
-    """Runs and clocked batch levels from batch-medians files and regression records."""
+    """Runs (each with its clocked batch levels and its after-check tally, where known) from
+    batch-medians files and regression records."""
     runs, clocked = {}, []
     for path in paths:
         opener = gzip.open if path.endswith(".gz") else open
@@ -110,7 +146,8 @@ def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
             found = json.load(handle)
         if isinstance(found, dict) and "passes" in found:
             run, levels = from_record(found)
-            runs[path] = {**run, "clocked": levels} if levels else run
+            tally = after_checks(found)
+            runs[path] = {**run, "clocked": levels, "after_check": tally}
             clocked += levels
         elif isinstance(found, dict):
             runs.update({f"{path}: {name}": run for name, run in found.items()})
@@ -200,6 +237,10 @@ def main(argv=None) -> int:
     )
     if clocked:
         print("\n" + table("SM clock before a batch", by_clock(clocked)))
+    tallies = outliers([run["after_check"] for run in runs.values() if run.get("after_check")])
+    if tallies:
+        print(f"\n{'timed calls':<24} {'calls':>8} {f'over {SLOW:g}x':>8} {'share':>7}")
+        print("\n".join(f"{name:<24} {calls:>8} {slow:>8} {share:>7.2%}" for name, calls, slow, share in tallies))
     return 0
 
 

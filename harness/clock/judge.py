@@ -87,6 +87,7 @@ class Session:
     unchecked: frozenset = frozenset()  # names of OWN_OUTPUT's processes
     rng: random.Random = field(default_factory=random.SystemRandom)
     last_calls: list = field(default_factory=list)
+    last_checked: list = field(default_factory=list)  # which of last_calls the reference checked after
     stats: dict = field(
         default_factory=lambda: {"calls": 0, "checks": 0, "slowest_probe_s": 0.0, "closest_to_physics": None}
     )
@@ -137,6 +138,7 @@ class Session:
             worker.freeze()
         self.physics(name, batch, took, shape)
         self.last_calls = took
+        self.last_checked = sorted(i - batch.timed_from for i in batch.checks if i >= batch.timed_from and checking)
         self.stats["calls"] += len(took)
         if self.quiet:
             self.wait_quiet(name, shape)

@@ -82,8 +82,10 @@ def run_pass(
 ) -> dict:
     """``rounds`` paired rounds of ``keys``: one record pass, with the GPU's state (NVML: clocks,
     throttle reasons) before and after each batch: a batch that starts on an idling GPU's clocks, or
-    one the GPU slowed, shows beside the figure (``rule.throttled`` names the latter)."""
-    found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": []}
+    one the GPU slowed, shows beside the figure (``rule.throttled`` names the latter); and which of
+    each batch's timed calls the reference checked right after they answered (``checked``: whether
+    the call after a check runs slower, ``python -m studies.aa_noise``)."""
+    found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": [], "checked": []}
     device = session.facts.get("nvml", 0)
     for key in keys:
         first = session.manifest["weights"][judge.members(session.manifest, groups[key])[0]]
@@ -91,7 +93,7 @@ def run_pass(
     # Nothing runs between one batch and the next: the state after one is the state before the next.
     state = gpu_state.snapshot(device)
     for r in range(rounds):
-        timed, states = {side: {} for side in SIDES}, {side: {} for side in SIDES}
+        timed, states, checked = ({side: {} for side in SIDES} for _ in range(3))
         order = SIDES if r % 2 == 0 else SIDES[::-1]  # the first weight's; each next one's the other
         for i, key in enumerate(keys):
             for side in order if i % 2 == 0 else order[::-1]:
@@ -99,9 +101,11 @@ def run_pass(
                 before, state = state, gpu_state.snapshot(device)
                 states[side][key] = {"before": before, "after": state}
                 timed[side][key] = list(session.last_calls)
+                checked[side][key] = list(session.last_checked)
         log(f"regression: round {r + 1}/{rounds}: {len(keys)} weights, {', '.join(order)} first")
         found["rounds"].append({"order": list(order), **timed})
         found["states"].append(states)
+        found["checked"].append(checked)
     for side in SIDES:
         peaks = ready[process(side, 0, per_side)].get("peak_bytes", {})
         found["peak_bytes"][side] = {key: int(peaks.get(f"{key} #0", 0)) for key in keys}

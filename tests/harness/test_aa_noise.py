@@ -118,3 +118,21 @@ def test_a_file_it_cannot_read_is_one_line_and_exit_2(tmp_path, capsys, content)
 def test_any_arguments_end_in_an_exit_code_without_a_traceback(argv):
     code, out, err = run(aa_noise.main, argv)
     assert code in {0, 2} and "Traceback" not in out + err, (argv, code, out, err)
+
+
+def test_calls_right_after_a_check_are_told_from_the_others(tmp_path, capsys):
+    """A record naming its checked calls: the call after each check (here 10x the rest) counts as
+    over three times its batch's median, among the calls after a check; none of the others does."""
+    calls = [1.0] * 10
+    slow = [1.0, 1.0, 10.0, 1.0, 1.0, 1.0, 10.0, 1.0, 1.0, 1.0]  # after the checks of calls 1 and 5
+    rounds = [{"order": ["base", "head"], "base": {"a": calls}, "head": {"a": slow}}] * 2
+    checked = [{"base": {"a": [1, 5]}, "head": {"a": [1, 5]}}] * 2
+    record = {"passes": [{"rounds": rounds, "checked": checked}]}
+    assert aa_noise.after_checks(record) == {"after a check": [8, 4], "other calls": [32, 0]}
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    medians = tmp_path / "m.json.gz"
+    assert aa_noise.main([str(path), "--medians", str(medians)]) == 0
+    assert aa_noise.main([str(medians)]) == 0  # the tally travels with the medians
+    out = capsys.readouterr().out
+    assert out.count("after a check                   8        4  50.00%") == 2, out

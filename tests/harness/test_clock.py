@@ -161,8 +161,13 @@ def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
     entries = session.exactness("honest")
     assert entries and all(e["ok"] and e["exact"] for e in entries)
     assert {e["shape"] for e in entries} == {"64x128 bfloat16", "exactness matrix"}
-    assert all(session.timed_batch(name, 0) > 0 for name in ("honest", "bitsandbytes"))
-    assert len(session.last_calls) == session.repeats * plan.LAYERS  # the warm-up's calls made, not timed
+    assert session.timed_batch("honest", 0) > 0
+    timed, checked = len(session.last_calls), session.last_checked
+    assert timed == session.repeats * plan.LAYERS  # the warm-up's calls made, not timed
+    # The checked calls among the timed ones, by their index there (here every call is checked;
+    # the warm-up's are not among them).
+    assert checked == list(range(timed))
+    assert session.timed_batch("bitsandbytes", 0) > 0
 
 
 def test_a_wrong_element_fails_however_the_candidate_rewrites_its_own_checks(clocked):

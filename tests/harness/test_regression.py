@@ -128,7 +128,7 @@ class FakeSession:
             ]
         }
         self.facts = {"name": "a fake GPU"}
-        self.last_calls = []
+        self.last_calls, self.last_checked = [], []
 
     def exactness(self, side):
         return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
@@ -136,6 +136,7 @@ class FakeSession:
     def timed_batch(self, name, group):  # name: a side's, or "base 2" where a side has several
         self.batches.append((name, self.keys[group]))
         self.last_calls = [self.timings[name.split()[0]][self.keys[group]]]
+        self.last_checked = [0]
         return self.last_calls[0]
 
 
@@ -169,6 +170,8 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     assert len(first["states"]) == clocked.FIRST_ROUNDS
     assert all(set(states[side]) == set(KEYS) for states in first["states"] for side in clocked.SIDES)
     assert set(first["states"][0]["base"][KEYS[0]]) == {"before", "after"}
+    # Which timed calls the reference checked, batch by batch (the study asks whether the next is slow).
+    assert [c["head"][KEYS[0]] for c in first["checked"]] == [[0]] * clocked.FIRST_ROUNDS
     # The re-measurement in new processes, each side on the core the other had.
     assert [sides for sides, _ in opened] == [["base", "head"], ["head", "base"]]
     # A weight's two batches back to back, which goes first alternating by weight and by round.
