@@ -3,13 +3,16 @@
 The samples are the committed H200 history (``recorded.SAME_KERNEL``): twelve runs of one kernel on
 one H200 within ten minutes, each run's median kernel time per result, paired two runs a round as
 the check pairs BASE and HEAD. A planted change multiplies HEAD's recorded samples by a known factor.
-(Per-call samples recorded on a GPU by the regression check, ``harness/regression/clocked.py``,
-are the next to add: none was recorded yet.)
+Per-call samples recorded on four H200s by the regression check itself
+(benchmarks/results/regression-aa-h200: the failed A/A runs and the plants) are replayed too: each
+gets the verdict its page states.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
+from pathlib import Path
 
 import pytest
 import recorded
@@ -183,3 +186,36 @@ def test_a_round_timed_while_the_gpu_throttled_is_said_beside_the_verdict():
     record["passes"][0]["states"] = [{"base": {}, "head": states}, {"base": {}, "head": {}}]
     notes = rule.decide(record).notes
     assert "the GPU throttled while timing: pass 1, round 1, head, 28672x8192 bfloat16: sw_power_cap" in notes
+
+
+# The records kept from the GPU (benchmarks/results/regression-aa-h200/README.md): each one's verdict
+# under today's rule and what it calls slower, as the page states them.
+KEPT = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "regression-aa-h200"
+EVERY, LARGE_GROUP = rule.GROUP_ALL, rule.GROUP_LARGE
+REPLAYED = {
+    "aa-336ea34-wave2-run4-fail": {"14336x4096 float16"},
+    "aa-5db57cc-gpu2-run4-fail": set(),  # 8192x2048 bf16 is unrepeated: PASS
+    "aa-4c8aa94-processes3-gpu0-run4-fail": {"11008x4096 bfloat16"},  # one result, neither group
+    "host-sync-4c8aa94-processes3": {"11008x4096 float16", "8192x2048 bfloat16", EVERY, LARGE_GROUP},
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPLAYED))
+def test_a_kept_gpu_record_gets_the_verdict_its_page_states(name):
+    with gzip.open(KEPT / f"{name}.json.gz", "rt") as handle:
+        verdict = rule.decide(json.load(handle))
+    assert {r.name for r in verdict.called} == REPLAYED[name]
+    assert verdict.failed == bool(REPLAYED[name])
+
+
+@pytest.mark.parametrize("name", ["1cba042-gpu2-run1", "1cba042-gpu2-run3", "1cba042-gpu3-run3"])
+def test_the_a_a_runs_that_failed_after_the_rule_was_chosen_still_fail(name):
+    with gzip.open(KEPT / f"aa-{name}-fail.json.gz", "rt") as handle:
+        assert rule.decide(json.load(handle)).failed
+
+
+@pytest.mark.parametrize("plant", ["host-sync-5db57cc", "2x-5db57cc", "2x-4c8aa94-processes3"])
+def test_the_kept_plants_fail_on_both_groups_or_a_large_weight(plant):
+    with gzip.open(KEPT / f"{plant}.json.gz", "rt") as handle:
+        called = {r.name for r in rule.decide(json.load(handle)).called}
+    assert LARGE_GROUP in called, called
