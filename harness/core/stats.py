@@ -1,5 +1,5 @@
 """The harness's statistics, in one place: the confidence level, the random generator, the bootstrap
-of a median and of a ratio of medians, the percentile interval of bootstrap draws, the upper bound
+of a median (each round's, or each batch's), the percentile interval of bootstrap draws, the upper bound
 of a rate. Pure functions on numbers, tested on small known inputs (``tests/harness/test_stats.py``).
 
 numpy (a dependency of the package, pinned in ``requirements/runtime.txt`` and in the GPU runner's
@@ -108,19 +108,6 @@ def medians(
     if statistic is None:
         return np.median(drawn, axis=1)
     return np.array([statistic(row.tolist()) for row in drawn], dtype=np.float64)
-
-
-def ratios_of_medians(
-    numerator: Sequence[float], denominator: Sequence[float], rng: Random, resamples: int
-) -> np.ndarray:
-    """``resamples`` ratios median(numerator resampled) / median(denominator resampled), the two
-    resampled independently, each resample's numerator drawn before its denominator."""
-    import numpy as np
-
-    top, bottom = checked(numerator, "the numerator"), checked(denominator, "the denominator")
-    n = len(top)
-    picks = resample(rng, [n] * n + [len(bottom)] * len(bottom), resamples)
-    return np.median(top[picks[:, :n]], axis=1) / np.median(bottom[picks[:, n:]], axis=1)
 
 
 def checked_level(level: float) -> float:

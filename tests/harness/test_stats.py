@@ -128,29 +128,6 @@ def test_a_bootstrap_of_nothing_or_of_junk_is_refused_by_name(values, kwargs, pr
         stats.bootstrap_interval(values, stats.generator(1), 100, **kwargs)
 
 
-# --- The bootstrap of a ratio of medians ---------------------------------------------------------
-
-
-def test_a_ratio_of_constants_is_their_ratio():
-    draws = stats.ratios_of_medians([3.0] * 4, [2.0] * 6, stats.generator(2), 100)
-    assert draws.tolist() == [1.5] * 100
-
-
-def test_a_ratio_draws_each_resamples_numerator_then_denominator_from_one_stream():
-    top, bottom = [1.0, 2.0, 3.0], [4.0, 5.0]
-    draws = stats.ratios_of_medians(top, bottom, stats.python_stream(10), 40)
-    python = random.Random(10)
-    expected = []
-    for _ in range(40):
-        expected.append(statistics.median(python.choices(top, k=3)) / statistics.median(python.choices(bottom, k=2)))
-    assert draws.tolist() == expected
-
-
-def test_a_ratio_of_nothing_is_refused():
-    with pytest.raises(ValueError, match="at least one value"):
-        stats.ratios_of_medians([1.0], [], stats.generator(1), 10)
-
-
 # --- The percentile interval ---------------------------------------------------------------------
 
 
