@@ -54,3 +54,13 @@ def test_each_command_refuses_an_option_it_lacks_in_one_line(name, capsys):
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err.count("\n") == 1, err
     assert f"-m harness {name}" in err.split(": error: ")[0], err
+
+
+def test_no_module_builds_a_parser_of_its_own():
+    """harness/README.md: every parser is core/command_output.Parser."""
+    own = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "harness").rglob("*.py"))
+        if "ArgumentParser(" in path.read_text() and path.name != "command_output.py"
+    ]
+    assert own == []
