@@ -19,11 +19,16 @@ A regression record (``python -m harness regression ... --record R``) is read as
 batches reduced to their medians; where it holds the GPU's state before each batch (``states``,
 since 1cba042), a last table gives each batch's level (log of its median over its result's median in
 the run) by the SM clock NVML read before it: whether batches that start on low clocks run slower.
-Where a record says which timed calls the reference checked right after they answered
-(``checked``, since issue 46's fourth session), a table counts the calls over three times their
-batch's median among the calls right after a check and among the others.
-``--medians OUT`` writes what was read as one batch-medians file (each run's clocked batch levels
-under ``clocked``, [level, MHz] pairs), a few kilobytes where the records are a few hundred.
+
+Outliers, from regression records: per result, how many calls a batch holds over three times its
+median, and what each costs beyond it; beside them, how many of a batch's timed calls follow a
+check on average (the policy's draw), were they those calls. Where a record says which timed calls
+the reference checked right after they answered (``checked``, since issue 46's fourth session), a
+table counts the outliers among the calls right after a check and among the others.
+
+``--medians OUT`` writes what was read as one batch-medians file (each run's clocked batch levels,
+after-check tally and outlier counts with it), a few tens of kilobytes where the records are a few
+hundred each.
 
 Exit 0: the tables. Exit 2: no such file, or one that holds no rounds, in one line.
 """
@@ -107,6 +112,32 @@ def after_checks(record: dict) -> dict:
     return counts
 
 
+def outlier_counts(record: dict) -> dict:
+    """Per result: [batches, calls over SLOW x their batch's median, those calls' summed excess over
+    it in µs]: what a batch's outliers cost, whatever caused them."""
+    counts = {}
+    for found in record["passes"]:
+        for rnd in found["rounds"]:
+            for side in ("base", "head"):
+                for key, calls in rnd[side].items():
+                    median = statistics.median(calls) if calls else 0.0
+                    slow = [seconds - median for seconds in calls if seconds > SLOW * median]
+                    tally = counts.setdefault(key, [0, 0, 0.0])
+                    tally[0] += 1
+                    tally[1] += len(slow)
+                    tally[2] += sum(slow) * 1e6
+    return counts
+
+
+def after_a_check(repeats: int = 100) -> float:
+    """How many of a suite batch's ``repeats`` timed calls follow a checked call, on average, where
+    the policy's checks are drawn over the warm-up's calls and the timed ones alike (``clock.plan``)."""
+    from harness.core import policy
+
+    clock = policy.clock()
+    return clock.checks_per_batch * repeats / (clock.warmup_repeats + repeats)
+
+
 def outliers(tallies: list[dict]) -> list[tuple]:
     """(which calls, how many, how many over SLOW x their batch's median, their share)."""
     total = defaultdict(lambda: [0, 0])
@@ -147,7 +178,7 @@ def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
         if isinstance(found, dict) and "passes" in found:
             run, levels = from_record(found)
             tally = after_checks(found)
-            runs[path] = {**run, "clocked": levels, "after_check": tally}
+            runs[path] = {**run, "clocked": levels, "after_check": tally, "outliers": outlier_counts(found)}
             clocked += levels
         elif isinstance(found, dict):
             runs.update({f"{path}: {name}": run for name, run in found.items()})
@@ -237,6 +268,15 @@ def main(argv=None) -> int:
     )
     if clocked:
         print("\n" + table("SM clock before a batch", by_clock(clocked)))
+    counted = defaultdict(lambda: [0, 0, 0.0])
+    for run in runs.values():
+        for key, tally in (run.get("outliers") or {}).items():
+            counted[key] = [a + b for a, b in zip(counted[key], tally, strict=True)]
+    if counted:
+        print(f"\n{'calls over ' + format(SLOW, 'g') + 'x a batch':<24} {'batches':>8} {'a batch':>8} {'excess':>9}")
+        for key, (batches, slow, excess) in sorted(counted.items()):
+            print(f"{key:<24} {batches:>8} {slow / batches:>8.2f} {excess / max(slow, 1):>6.0f} µs")
+        print(f"(a batch's calls right after a check: {after_a_check():.2f} on average, the policy's draw)")
     tallies = outliers([run["after_check"] for run in runs.values() if run.get("after_check")])
     if tallies:
         print(f"\n{'timed calls':<24} {'calls':>8} {f'over {SLOW:g}x':>8} {'share':>7}")

@@ -136,3 +136,22 @@ def test_calls_right_after_a_check_are_told_from_the_others(tmp_path, capsys):
     assert aa_noise.main([str(medians)]) == 0  # the tally travels with the medians
     out = capsys.readouterr().out
     assert out.count("after a check                   8        4  50.00%") == 2, out
+
+
+def test_a_batch_s_outliers_are_counted_with_what_each_costs(tmp_path, capsys):
+    record = {
+        "passes": [
+            {
+                "rounds": [
+                    {"order": ["base", "head"], "base": {"a": [1e-5] * 8 + [5e-5] * 2}, "head": {"a": [1e-5] * 10}}
+                ]
+            }
+        ]
+    }
+    assert aa_noise.outlier_counts(record) == {"a": [2, 2, pytest.approx(80.0)]}  # two of 40 µs each
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(record))
+    assert aa_noise.main([str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "a                               2     1.00     40 µs" in out, out
+    assert f"right after a check: {aa_noise.after_a_check():.2f} on average" in out
