@@ -93,40 +93,36 @@ def from_record(record: dict) -> tuple[dict, list[tuple[float, float]]]:
 SLOW = 3.0  # a call this many times its batch's median is an outlier of the batch
 
 
-def after_checks(record: dict) -> dict:
-    """{"after a check" | "other calls": [calls, calls over SLOW x their batch's median]} over the
-    batches whose checked calls the record names; empty where it names none."""
-    counts = {}
+def outlier_tallies(record: dict) -> tuple[dict, dict]:
+    """One walk over the record's batches, each batch's median taken once. Per result: [batches,
+    calls over SLOW x their batch's median, those calls' summed excess over it in µs], what a batch's
+    outliers cost whatever caused them. And, over the batches whose checked calls the record names,
+    {"after a check" | "other calls": [calls, calls over SLOW x their batch's median]}."""
+    by_result, after_check = {}, {}
     for found in record["passes"]:
-        for rnd, checked in zip(found["rounds"], found.get("checked") or [], strict=False):
-            for side in ("base", "head"):
-                for key, calls in rnd[side].items():
-                    marks = checked.get(side, {}).get(key)
-                    if marks is None or not calls:
-                        continue
-                    after, median = {i + 1 for i in marks}, statistics.median(calls)
-                    for i, seconds in enumerate(calls):
-                        tally = counts.setdefault("after a check" if i in after else "other calls", [0, 0])
-                        tally[0] += 1
-                        tally[1] += seconds > SLOW * median
-    return counts
-
-
-def outlier_counts(record: dict) -> dict:
-    """Per result: [batches, calls over SLOW x their batch's median, those calls' summed excess over
-    it in µs]: what a batch's outliers cost, whatever caused them."""
-    counts = {}
-    for found in record["passes"]:
-        for rnd in found["rounds"]:
+        marked = found.get("checked") or []
+        for r, rnd in enumerate(found["rounds"]):
             for side in ("base", "head"):
                 for key, calls in rnd[side].items():
                     median = statistics.median(calls) if calls else 0.0
-                    slow = [seconds - median for seconds in calls if seconds > SLOW * median]
-                    tally = counts.setdefault(key, [0, 0, 0.0])
+                    slow = [i for i, seconds in enumerate(calls) if seconds > SLOW * median]
+                    tally = by_result.setdefault(key, [0, 0, 0.0])
                     tally[0] += 1
                     tally[1] += len(slow)
-                    tally[2] += sum(slow) * 1e6
-    return counts
+                    tally[2] += sum(calls[i] - median for i in slow) * 1e6
+                    marks = marked[r].get(side, {}).get(key) if r < len(marked) else None
+                    if marks is None:
+                        continue
+                    after = {i + 1 for i in marks if i + 1 < len(calls)}
+                    slow_after = len(after.intersection(slow))
+                    for name, n, n_slow in (
+                        ("after a check", len(after), slow_after),
+                        ("other calls", len(calls) - len(after), len(slow) - slow_after),
+                    ):
+                        count = after_check.setdefault(name, [0, 0])
+                        count[0] += n
+                        count[1] += n_slow
+    return by_result, after_check
 
 
 def after_a_check(repeats: int = 100) -> float:
@@ -138,14 +134,13 @@ def after_a_check(repeats: int = 100) -> float:
     return clock.checks_per_batch * repeats / (clock.warmup_repeats + repeats)
 
 
-def outliers(tallies: list[dict]) -> list[tuple]:
-    """(which calls, how many, how many over SLOW x their batch's median, their share)."""
-    total = defaultdict(lambda: [0, 0])
+def summed(tallies: list[dict]) -> dict:
+    """Per name, the tallies' lists added element by element (runs' counts into one)."""
+    total = {}
     for tally in tallies:
-        for name, (calls, slow) in tally.items():
-            total[name][0] += calls
-            total[name][1] += slow
-    return [(name, calls, slow, slow / calls) for name, (calls, slow) in sorted(total.items()) if calls]
+        for name, counts in tally.items():
+            total[name] = [a + b for a, b in zip(total.get(name, [0] * len(counts)), counts, strict=True)]
+    return dict(sorted(total.items()))
 
 
 def spread(name, logs: list[float]) -> tuple:
@@ -170,21 +165,20 @@ def by_clock(clocked: list[tuple[float, float]], edges=(1000.0, 1700.0)) -> list
 def read(paths: list[str]) -> tuple[dict, list[tuple[float, float]]]:
     """Runs (each with its clocked batch levels and its after-check tally, where known) from
     batch-medians files and regression records."""
-    runs, clocked = {}, []
+    runs = {}
     for path in paths:
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt") as handle:
             found = json.load(handle)
         if isinstance(found, dict) and "passes" in found:
             run, levels = from_record(found)
-            tally = after_checks(found)
-            runs[path] = {**run, "clocked": levels, "after_check": tally, "outliers": outlier_counts(found)}
-            clocked += levels
+            by_result, after_check = outlier_tallies(found)
+            runs[path] = {**run, "clocked": levels, "after_check": after_check, "outliers": by_result}
         elif isinstance(found, dict):
             runs.update({f"{path}: {name}": run for name, run in found.items()})
-            clocked += [tuple(pair) for run in found.values() for pair in run.get("clocked", [])]
         else:
             raise ValueError("neither batch medians nor a regression record")
+    clocked = [tuple(pair) for run in runs.values() for pair in run.get("clocked", [])]
     return runs, clocked
 
 
@@ -268,16 +262,14 @@ def main(argv=None) -> int:
     )
     if clocked:
         print("\n" + table("SM clock before a batch", by_clock(clocked)))
-    counted = defaultdict(lambda: [0, 0, 0.0])
-    for run in runs.values():
-        for key, tally in (run.get("outliers") or {}).items():
-            counted[key] = [a + b for a, b in zip(counted[key], tally, strict=True)]
+    counted = summed([run.get("outliers") or {} for run in runs.values()])
     if counted:
         print(f"\n{'calls over ' + format(SLOW, 'g') + 'x a batch':<24} {'batches':>8} {'a batch':>8} {'excess':>9}")
-        for key, (batches, slow, excess) in sorted(counted.items()):
+        for key, (batches, slow, excess) in counted.items():
             print(f"{key:<24} {batches:>8} {slow / batches:>8.2f} {excess / max(slow, 1):>6.0f} µs")
         print(f"(a batch's calls right after a check: {after_a_check():.2f} on average, the policy's draw)")
-    tallies = outliers([run["after_check"] for run in runs.values() if run.get("after_check")])
+    after_check = summed([run.get("after_check") or {} for run in runs.values()])
+    tallies = [(name, calls, slow, slow / calls) for name, (calls, slow) in after_check.items() if calls]
     if tallies:
         print(f"\n{'timed calls':<24} {'calls':>8} {f'over {SLOW:g}x':>8} {'share':>7}")
         print("\n".join(f"{name:<24} {calls:>8} {slow:>8} {share:>7.2%}" for name, calls, slow, share in tallies))

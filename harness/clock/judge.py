@@ -138,7 +138,8 @@ class Session:
             worker.freeze()
         self.physics(name, batch, took, shape)
         self.last_calls = took
-        self.last_checked = sorted(i - batch.timed_from for i in batch.checks if i >= batch.timed_from and checking)
+        timed_checks = (i - batch.timed_from for i in batch.checks if i >= batch.timed_from)
+        self.last_checked = sorted(timed_checks) if checking else []
         self.stats["calls"] += len(took)
         if self.quiet:
             self.wait_quiet(name, shape)

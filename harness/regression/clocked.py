@@ -39,7 +39,7 @@ FIRST_ROUNDS = rule.POLICY.first_rounds
 SECOND_ROUNDS = rule.POLICY.second_rounds
 # Call processes per side in a session, round r timing each side's process r mod this: with more
 # than one, the level a process keeps (benchmarks/results/regression-aa-h200) varies from round to
-# round, where the interval sees it. One: today's, until more is measured on a GPU.
+# round, where the interval sees it (the policy's 3, measured in an A/A on four H200s).
 PROCESSES_PER_SIDE = rule.POLICY.processes_per_side
 CALLS = 100  # calls per weight per batch (the asv suite's synchronized loop)
 CPU_CALLS = 3  # in Triton's interpreter
