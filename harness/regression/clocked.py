@@ -83,8 +83,9 @@ def run_pass(
     """``rounds`` paired rounds of ``keys``: one record pass, with the GPU's state (NVML: clocks,
     throttle reasons) before and after each batch: a batch that starts on an idling GPU's clocks, or
     one the GPU slowed, shows beside the figure (``rule.throttled`` names the latter); and which of
-    each batch's timed calls the reference checked right after they answered (``checked``: whether
-    the call after a check runs slower, ``python -m studies.aa_noise``)."""
+    each batch's timed calls the reference checked right after they answered (``checked``: on an H200
+    the call after a check pays about 150 us more, ``python -m studies.aa_noise``; it stays timed,
+    since dropping it would tell the candidate which calls go untimed)."""
     found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": [], "checked": []}
     device = session.facts.get("nvml", 0)
     for key in keys:
