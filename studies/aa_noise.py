@@ -35,7 +35,6 @@ Exit 0: the tables. Exit 2: no such file, or one that holds no rounds, in one li
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import itertools
 import json
@@ -43,6 +42,8 @@ import math
 import statistics
 import sys
 from collections import defaultdict
+
+from harness.core.command_output import Parser
 
 
 def pairs(runs: dict) -> list[dict]:
@@ -221,7 +222,7 @@ def table(title: str, lines: list[tuple]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m studies.aa_noise", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m studies.aa_noise", description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="batch-medians files or regression records (.json or .json.gz)")
     parser.add_argument("--medians", metavar="OUT", help="also write the runs read as one batch-medians file (gzip)")
     args = parser.parse_args(argv)

@@ -19,20 +19,19 @@ if __name__ == "__main__":  # before torch is imported: where it is missing, one
         ("torch",), "python -m studies.perf", "where torch is installed: the GPU image, or .nox/torch/bin/python"
     )
 
-import argparse
 import json
 import statistics
 
 import torch
 
 from harness.core import workload
-from harness.core.command_output import check_output, plain_streams
+from harness.core.command_output import Parser, check_output, plain_streams
 from harness.gate import decision
 
 
 def main(argv=None) -> int:
     plain_streams()
-    parser = argparse.ArgumentParser(prog="python -m studies.perf", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m studies.perf", description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved Challenge A rounds per implementation")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)

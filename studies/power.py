@@ -37,7 +37,6 @@ if __name__ == "__main__":  # before torch is imported: where it is missing, one
         "where torch is installed: the GPU image, or .nox/torch/bin/python",
     )
 
-import argparse
 import gzip
 import json
 import random
@@ -49,6 +48,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from harness.core import exits, kernel_source, stats
+from harness.core.command_output import Parser
 from harness.core.paths import ROOT
 from harness.regression import cli as regression
 from harness.regression import clocked
@@ -253,10 +253,8 @@ def paragraph(text: str, index: int) -> str:
     return " ".join(text.split("\n\n")[index].split())
 
 
-def parser() -> argparse.ArgumentParser:
-    cli = argparse.ArgumentParser(
-        prog="python -m studies.power", description=paragraph(__doc__, 0), epilog=paragraph(__doc__, -1)
-    )
+def parser() -> Parser:
+    cli = Parser(prog="python -m studies.power", description=paragraph(__doc__, 0), epilog=paragraph(__doc__, -1))
     cli.add_argument(
         "what",
         choices=("noop", "ladder", "report", "resample"),
@@ -273,7 +271,7 @@ def parser() -> argparse.ArgumentParser:
     return cli
 
 
-def resample(args, cli: argparse.ArgumentParser) -> int:
+def resample(args, cli: Parser) -> int:
     """``resample``: refused before any work where its result exists (without --force) or it has
     nothing to draw from."""
     result = args.out / RESAMPLED

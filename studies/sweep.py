@@ -21,7 +21,6 @@ if __name__ == "__main__":  # before torch is imported: where it is missing, one
         "where torch is installed: the GPU image, or .nox/torch/bin/python",
     )
 
-import argparse
 import itertools
 import json
 from typing import NamedTuple
@@ -29,7 +28,7 @@ from typing import NamedTuple
 import torch
 
 from harness.core import workload
-from harness.core.command_output import check_output, plain_streams
+from harness.core.command_output import Parser, check_output, plain_streams
 from nf4kernel import kernel as K
 from nf4kernel import launch_cache
 from nf4kernel.quant_state import read
@@ -85,7 +84,7 @@ def graphed(launch):
 
 def main(argv=None) -> int:
     plain_streams()
-    parser = argparse.ArgumentParser(prog="python -m studies.sweep", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m studies.sweep", description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="write every measurement here")
     warps, vectors = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8)  # what the kernel's tile table admits (kernel._tile_row)
     parser.add_argument(

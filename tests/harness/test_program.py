@@ -57,10 +57,11 @@ def test_each_command_refuses_an_option_it_lacks_in_one_line(name, capsys):
 
 
 def test_no_module_builds_a_parser_of_its_own():
-    """harness/README.md: every parser is core/command_output.Parser."""
+    """harness/README.md: every parser is core/command_output.Parser, the studies' too."""
     own = [
         str(path.relative_to(ROOT))
-        for path in sorted((ROOT / "harness").rglob("*.py"))
+        for folder in ("harness", "studies")
+        for path in sorted((ROOT / folder).rglob("*.py"))
         if "ArgumentParser(" in path.read_text() and path.name != "command_output.py"
     ]
     assert own == []
