@@ -28,6 +28,12 @@ for deb in .gpu-bundle/bubblewrap_*.deb; do [ -x /tmp/bw/usr/bin/bwrap ] || [ ! 
 [ -x /tmp/bw/usr/bin/bwrap ] && export PATH=/tmp/bw/usr/bin:$PATH
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
+# plant ATTACK: harness/github/attacks.py's attack appended to this checkout's nf4kernel/__init__.py.
+plant() {
+  python3 -c 'import sys; from pathlib import Path; from harness.github import attacks
+try: attacks.plant(Path("."), sys.argv[1])
+except ValueError as error: sys.exit(f"plant: {error}")' "$1"
+}
 timed() { local start=$SECONDS; "$@"; local code=$?; echo "[$* -> exit $code in $((SECONDS - start)) s]"; return $code; }
 # gpu.yml's two commands that the two-GPU steps run beside each other, in the current checkout:
 # its test job, and the gate's measurement of HEAD's kernel (sandboxed) into JSON.
@@ -237,7 +243,7 @@ run_step() {
       for item in $(echo "$spec" | tr ',/' '  '); do
         attack=${item%-old}; [ "$attack" = honest ] && continue
         git rev-parse -q --verify "scratch-$attack" > /dev/null && continue
-        git checkout -q -B "scratch-$attack" "$base" && python3 -m harness.github.attacks . "$attack" > /dev/null \
+        git checkout -q -B "scratch-$attack" "$base" && plant "$attack" \
           && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $attack" || exit 1
       done
       git checkout -q main

@@ -161,18 +161,3 @@ def plant(tree: Path, name: str) -> str:
     init = tree / "nf4kernel" / "__init__.py"
     init.write_text(init.read_text() + PREAMBLE + ATTACKS[name])
     return f"scratch: the {name} attack (harness/github/attacks.py)"
-
-
-def main(argv=None) -> int:
-    import sys
-
-    words = list(argv if argv is not None else sys.argv[1:])
-    if len(words) != 2 or words[1] not in ATTACKS:
-        print(f"usage: python -m harness.github.attacks TREE {{{','.join(ATTACKS)}}} (exit 2)", file=sys.stderr)
-        return 2
-    print(plant(Path(words[0]), words[1]))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

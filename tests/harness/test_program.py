@@ -65,3 +65,13 @@ def test_no_module_builds_a_parser_of_its_own():
         if "ArgumentParser(" in path.read_text() and path.name != "command_output.py"
     ]
     assert own == []
+
+
+def test_the_only_scripts_are_the_program_the_private_entry_point_and_the_lease_shims():
+    """harness/README.md: no module is a program of its own but these three."""
+    scripts = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "harness").rglob("*.py"))
+        if 'if __name__ == "__main__":' in path.read_text()
+    ]
+    assert scripts == ["harness/__main__.py", "harness/_process.py", "harness/github/gpu_leases.py"]
