@@ -117,7 +117,9 @@ run_step() {
       # offline packages only on the path (not this tree), then the scenario; its logs in one archive
       # (the device returns few files).
       # rehearse:SCENARIO[:RUNNERS]: RUNNERS jobs at a time, one GPU each (a fleet on this host);
-      # rehearse:SCENARIO@GPUS: its runners on those GPUs (0,1), beside a rehearsal on the others
+      # rehearse:SCENARIO@GPUS: its runners on those GPUs (0,1), beside a rehearsal on the others.
+      # Two rehearsals on one GPU share its cores too (each clock pins to its share's first cores):
+      # their speed figures say nothing (self-pass's gate passed so beside slow at 6ffb2e0).
       spec=${step#rehearse:}; at=(); case $spec in *@*) at=(--gpus "${spec#*@}"); spec=${spec%@*} ;; esac
       scenario=${spec%%:*}; runners=${spec#*:}; [ "$runners" = "$spec" ] && runners=1
       [ ${#at[@]} -gt 0 ] || at=(--runners "$runners")
