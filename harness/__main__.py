@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from harness.core import exits
+from harness.core import command_output, exits
 
 # command -> (module whose main(argv) it runs, what it does)
 COMMANDS = {
@@ -41,6 +41,7 @@ def listing() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    command_output.plain_streams()  # an argument that is no UTF-8 is quoted back, not a UnicodeEncodeError
     words = list(sys.argv[1:] if argv is None else argv)
     if not words or words[0] in ("-h", "--help"):
         print(listing())

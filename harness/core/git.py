@@ -34,6 +34,6 @@ def output(
     done = subprocess.run(command, cwd=cwd, capture_output=True, check=False)
     if check and done.returncode != 0:
         stderr = done.stderr.decode(errors="replace").strip()
-        message = f"git {' '.join(args)} (in {cwd}): {stderr}"
+        message = f"git {' '.join(args)} (in {cwd}): {'; '.join(stderr.splitlines())}"  # one line
         raise error(message, stderr) if issubclass(error, GitError) else error(message)
     return done.stdout if binary else done.stdout.decode(errors="replace").strip()

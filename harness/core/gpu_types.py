@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -133,11 +132,9 @@ def main(argv=None) -> int:
             return 0
         types = load(args.file)
     except ValueError as error:
-        print(f"gpu types: {error}", file=sys.stderr)
-        return 2
+        parser.error(str(error))  # one line, exit 2, whatever the path holds
     chosen = [t.name for t in types.values() if (t.pull_requests if args.what == "pull-requests" else t.history)]
     if not chosen:
-        print(f"gpu types: {args.file}: no type has {args.what.replace('-', '_')} = true", file=sys.stderr)
-        return 2
+        parser.error(f"{args.file}: no type has {args.what.replace('-', '_')} = true")
     print(json.dumps(chosen))
     return 0

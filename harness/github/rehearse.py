@@ -160,11 +160,13 @@ def main(argv=None) -> int:
         "each job on its GPU's share of the cores; replaces --runners",
     )
     args = parser.parse_args(argv)
-    if args.list or not args.scenario:
+    if args.list:
         width = max(map(len, SCENARIOS))
         for name, scenario in SCENARIOS.items():
             print(f"{name:{width}s} {scenario.about}")
-        return 0 if args.list else 2
+        return 0
+    if not args.scenario:
+        parser.error("which scenario? --list names each one and what it proves")
     if not gpu_here():
         print(
             "rehearsal: no NVIDIA GPU here (nvidia-smi -L found none): the jobs run their real GPU steps. "

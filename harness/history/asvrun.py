@@ -41,10 +41,25 @@ SUITES = {
 }
 
 
-def load_config(config: str) -> dict:
-    from asv.util import load_json
+def add_config(parser) -> None:
+    """Every asv command's --config, read from the repository's root, where asv runs."""
+    parser.add_argument("--config", default="asv.conf.json", help="asv's configuration, from the repository's root")
 
-    return load_json(config, js_comments=True)
+
+class ConfigError(ValueError):
+    """asv's configuration could not be read: one line naming the file and why."""
+
+
+def load_config(config: str) -> dict:
+    from asv.util import UserError, load_json
+
+    try:
+        conf = load_json(config, js_comments=True)
+    except (OSError, ValueError, UserError) as error:  # json5 says what it can't parse as a ValueError
+        raise ConfigError(f"{config}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
+    if not isinstance(conf, dict) or not isinstance(conf.setdefault("results_dir", "results"), str):  # asv's default
+        raise ConfigError(f"{config}: no asv configuration here: not a JSON object with a path results_dir")
+    return conf
 
 
 def asv_env(*front: str) -> dict:

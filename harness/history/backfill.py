@@ -70,7 +70,7 @@ def parse(argv) -> argparse.Namespace:
     parser = command_output.Parser(prog="python -m harness backfill", description=__doc__.splitlines()[0])
     parser.add_argument("range", nargs="?", help="git revision range of main, e.g. main~10..main")
     parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
-    parser.add_argument("--config", default="asv.conf.json")
+    asvrun.add_config(parser)
     parser.add_argument("--force", action="store_true", help="benchmark commits already in the results again")
     parser.add_argument("--store", action="store_true", help="merge the results into benchmarks/history")
     parser.add_argument("--missing", action="store_true", help="the commits with no result yet, newest first")
@@ -112,10 +112,11 @@ def main(argv=None) -> int:
     try:
         commits = first_parents(spec, newest_first=args.missing)
     except GitError as error:
-        print(f"backfill: {spec} is not a revision range here: {error.stderr}", file=sys.stderr)
+        reason = error.stderr.splitlines()[0] if error.stderr else error  # git's hints follow its reason
+        print(f"backfill: {spec!r} is not a revision range here: {reason}", file=sys.stderr)
         return 2
     if not commits:
-        print(f"backfill: no commits in {spec}", file=sys.stderr)
+        print(f"backfill: no commits in {spec!r}", file=sys.stderr)
         return 2
     bench = asvrun.SUITES[args.suite].bench
     if args.missing and args.list:
@@ -144,12 +145,10 @@ def main(argv=None) -> int:
 
 def results_dir(config: str):
     """The results folder asv's configuration names; None, said in one line, where it can't be read."""
-    from asv.util import UserError
-
     try:
-        return asvrun.ROOT / asvrun.load_config(config)["results_dir"]
-    except (OSError, ValueError, KeyError, UserError) as error:
-        print(f"backfill: cannot read the results folder from {config}: {error}", file=sys.stderr)
+        return asvrun.ROOT / asvrun.load_config(str(asvrun.ROOT / config))["results_dir"]
+    except asvrun.ConfigError as error:
+        print(f"backfill: cannot read the results folder from {error}", file=sys.stderr)
         return None
 
 

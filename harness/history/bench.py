@@ -12,8 +12,9 @@ self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
 only: without a CUDA GPU it is refused before anything is measured.
 
 Exit 0: measured (and stored, with ``--store``), and the site built. 1: a benchmark failed or measured
-nothing, or ``--store`` found no results of this machine to store. 4: a GPU suite, or ``--store``,
-asked for on a machine without a CUDA GPU.
+nothing, or ``--store`` found no results of this machine to store. 2: bad arguments, or a
+``--config`` that is no asv configuration. 4: a GPU suite, or ``--store``, asked for on a machine
+without a CUDA GPU.
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
     parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")
     parser.add_argument("--no-publish", action="store_true", help="skip building the site")
-    parser.add_argument("--config", default="asv.conf.json")
+    asvrun.add_config(parser)
     args = parser.parse_args(argv)
+    try:  # before minutes of measuring, not after
+        conf = asvrun.load_config(str(asvrun.ROOT / args.config))  # where asv runs from, as asvrun.run reads it
+    except asvrun.ConfigError as error:
+        parser.error(f"--config {error}")
 
     started = time.perf_counter()
     info = machine.register()
@@ -50,7 +55,6 @@ def main(argv=None) -> int:
         return exits.NO_GPU
     if not gpu:
         log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
-    conf = asvrun.load_config(args.config)
     results = asvrun.ROOT / conf["results_dir"]
     seeded = store.seed(results)
     if seeded:

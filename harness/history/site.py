@@ -144,13 +144,15 @@ def readable_config(config: str) -> str:
 
 
 def main(argv=None) -> int:
+    from harness.history import asvrun
+
     command_output.plain_streams()  # a --config that is no UTF-8 is quoted back, not a UnicodeEncodeError
     parser = command_output.Parser(prog="python -m harness site", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
-    publish_cmd.add_argument("--config", default="asv.conf.json")
+    asvrun.add_config(publish_cmd)
     preview_cmd = commands.add_parser("preview", help="serve the built site on http://127.0.0.1:PORT")
-    preview_cmd.add_argument("--config", default="asv.conf.json")
+    asvrun.add_config(preview_cmd)
     preview_cmd.add_argument("--port", type=port, default=8080, help="1 to 65535 (default %(default)s)")
     vendor_cmd = commands.add_parser("vendor", help="re-fetch the libraries from npm and verify them")
     vendor_cmd.add_argument("--update", action="store_true", help="record new hashes (after changing a version)")

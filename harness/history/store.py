@@ -13,7 +13,8 @@ nothing beside a GPU's.
     python -m harness history store [--machine NAME]   # .asv/results -> benchmarks/history
     python -m harness history list                     # what the committed history holds
 
-Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's).
+Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's); 2 bad
+arguments, or a ``--config`` that is no asv configuration.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from harness.core import command_output, records
 from harness.history import result_merge
-from harness.history.asvrun import ROOT, load_config
+from harness.history.asvrun import ROOT, ConfigError, add_config, load_config
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -93,7 +94,7 @@ def main(argv=None) -> int:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
     store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")
-    store_cmd.add_argument("--config", default="asv.conf.json")
+    add_config(store_cmd)
     list_cmd = commands.add_parser("list", help="the machines and commits in benchmarks/history")
     for sub in (store_cmd, list_cmd):
         sub.add_argument("--history", type=Path, default=STORE, help="the history's folder (benchmarks/history)")
@@ -106,7 +107,10 @@ def main(argv=None) -> int:
             print(f"history: {error}", file=sys.stderr)
             return 1
         return 0
-    results = ROOT / load_config(args.config)["results_dir"]
+    try:
+        results = ROOT / load_config(str(ROOT / args.config))["results_dir"]
+    except ConfigError as error:
+        parser.error(f"--config {error}")
     try:
         machines = [args.machine] if args.machine else gpu_machines(results)
         if not machines:

@@ -265,7 +265,7 @@ def test_a_gpu_command_says_why_in_one_line(args, code, why, tmp_path):
         (["-m", "harness", "gate", "--replay", "nonexistent.json"], 2, "--replay nonexistent.json"),
         (["-m", "harness", "regression", "no-such-ref", "HEAD"], 2, "neither a commit"),
         (["-m", "harness", "backfill", "nothing..here"], 2, "not a revision range here"),
-        (["-m", "harness", "rehearse"], 2, "noop"),
+        (["-m", "harness", "rehearse"], 2, "--list names each one"),
     ],
     ids=["gate-rounds", "gate-replay-missing", "regression-unknown-ref", "backfill-bad-range", "rehearse-no-scenario"],
 )
