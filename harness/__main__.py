@@ -41,7 +41,7 @@ def listing() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    command_output.plain_streams()  # an argument that is no UTF-8 is quoted back, not a UnicodeEncodeError
+    command_output.plain_streams()  # every command's: an argument that is no UTF-8 is quoted back, not an error
     words = list(sys.argv[1:] if argv is None else argv)
     if not words or words[0] in ("-h", "--help"):
         print(listing())

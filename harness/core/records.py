@@ -16,8 +16,8 @@ Four kinds, one checker each:
 line names the file and the field: ``gate-base.json: seconds.nf4kernel[3][0]: true is not a number``.
 A command prints that line and exits with its code for bad input (2 for the gate and the regression
 check): never a traceback, whose exit 1 is what the gate and the regression check say for "slower".
-``check_output`` and ``plain_streams`` (``command_output.py``) keep a command's own output to that
-one line.
+``check_output`` (``command_output.py``) and the program's ``plain_streams`` keep a command's own
+output to that one line.
 
 The schemas are plain Python rather than JSON Schema: the rules that matter most relate fields to
 one another (as many rounds per implementation, a timing per shape the record names, one GPU state
@@ -40,7 +40,7 @@ from harness.core.asv_files import (
     read_asv_result,
     read_machine,
 )
-from harness.core.command_output import check_output, plain_streams
+from harness.core.command_output import check_output
 from harness.core.gate_record import (
     AA_MODE,
     AA_TIMED,
@@ -75,7 +75,6 @@ __all__ = [
     "check_output",
     "check_pass",
     "check_regression",
-    "plain_streams",
     "read_asv_result",
     "read_gate",
     "read_json",

@@ -188,7 +188,6 @@ def report_aa(args, record: dict) -> int:
 
 
 def main(argv=None) -> int:
-    records.plain_streams()
     parser = command_line()
     args = parse(parser, argv)
     try:

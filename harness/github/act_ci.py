@@ -69,7 +69,6 @@ def _labels(job: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    command_output.plain_streams()  # a job name that is no UTF-8 is quoted back, not a UnicodeEncodeError
     parser = command_output.Parser(prog="python -m harness act-ci", description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
     jobs = parser.parse_args(argv).jobs or ["lint", "tests"]

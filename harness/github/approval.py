@@ -43,7 +43,7 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass
 
-from harness.core import command_output, exits, records  # standard library only, as this module
+from harness.core import command_output, exits  # standard library only, as this module
 
 COMMAND = "/gpu-approve"
 APPROVERS = ("admin", "write")  # the permission API's answer; maintainers read as "write"
@@ -267,7 +267,6 @@ def command_line() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    records.plain_streams()
     args = command_line().parse_args(argv)
     try:
         github = GitHub(

@@ -48,7 +48,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from harness.core import command_output, records
+from harness.core import command_output
 from harness.core.paths import ROOT
 from harness.github.package_index import IndexFile, Lister, list_from_indexes
 from harness.github.pin_inputs import CI_WORKFLOW, REQUIREMENT_FILES, BadInput, ci_pythons, file_indexes, pins
@@ -160,7 +160,6 @@ def _admits(requires_python: str | None, python: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    records.plain_streams()
     command_output.Parser(prog="python -m harness pins", description=__doc__.splitlines()[0]).parse_args(argv)
     try:
         pythons = ci_pythons()

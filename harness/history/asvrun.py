@@ -15,6 +15,7 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 from harness.core.git import output
 from harness.core.paths import ROOT
@@ -51,15 +52,23 @@ class ConfigError(ValueError):
 
 
 def load_config(config: str) -> dict:
+    """asv's configuration ``config``, a path from the repository's root (asv runs there, so its own
+    relative paths start there too); ConfigError where it is none."""
     from asv.util import UserError, load_json
 
+    path = ROOT / config
     try:
-        conf = load_json(config, js_comments=True)
+        conf = load_json(str(path), js_comments=True)
     except (OSError, ValueError, UserError) as error:  # json5 says what it can't parse as a ValueError
-        raise ConfigError(f"{config}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
+        raise ConfigError(f"{path}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
     if not isinstance(conf, dict) or not isinstance(conf.setdefault("results_dir", "results"), str):  # asv's default
-        raise ConfigError(f"{config}: no asv configuration here: not a JSON object with a path results_dir")
+        raise ConfigError(f"{path}: no asv configuration here: not a JSON object with a path results_dir")
     return conf
+
+
+def results_dir(config: str = "asv.conf.json") -> Path:
+    """The results folder ``config`` names; ConfigError where it can't be read."""
+    return ROOT / load_config(config)["results_dir"]
 
 
 def asv_env(*front: str) -> dict:
@@ -99,7 +108,7 @@ def run(commit: str, suite: str, info: dict, config: str, source: str | None = N
     code = asv(*command, config=config, env=env)
     from harness.history import machine
 
-    machine.record(ROOT / load_config(str(ROOT / config))["results_dir"], info)
+    machine.record(results_dir(config), info)
     return code
 
 
@@ -107,7 +116,7 @@ def ensure_branches(config: str) -> None:
     """asv refuses to run ("Unknown branch main in configuration") where a branch its configuration
     names is not a local branch of its repository, as in a checkout of one commit (the workflows check
     out a PR's base by its hash). Such a branch is made at HEAD: the commit being run is on it."""
-    conf = load_config(str(ROOT / config))  # asv runs from ROOT, where relative paths start
+    conf = load_config(config)
     repo = ROOT / conf.get("repo", ".")
     for branch in conf.get("branches", []):
         verify = ["git", "rev-parse", "--verify", "--quiet", f"refs/heads/{branch}"]

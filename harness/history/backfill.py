@@ -146,7 +146,7 @@ def main(argv=None) -> int:
 def results_dir(config: str):
     """The results folder asv's configuration names; None, said in one line, where it can't be read."""
     try:
-        return asvrun.ROOT / asvrun.load_config(str(asvrun.ROOT / config))["results_dir"]
+        return asvrun.results_dir(config)
     except asvrun.ConfigError as error:
         print(f"backfill: cannot read the results folder from {error}", file=sys.stderr)
         return None

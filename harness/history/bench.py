@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     asvrun.add_config(parser)
     args = parser.parse_args(argv)
     try:  # before minutes of measuring, not after
-        conf = asvrun.load_config(str(asvrun.ROOT / args.config))  # where asv runs from, as asvrun.run reads it
+        results = asvrun.results_dir(args.config)
     except asvrun.ConfigError as error:
         parser.error(f"--config {error}")
 
@@ -55,10 +55,9 @@ def main(argv=None) -> int:
         return exits.NO_GPU
     if not gpu:
         log("no CUDA GPU: the CPU-interpreter smoke benchmark runs instead of the GPU suite (no speed verdict)")
-    results = asvrun.ROOT / conf["results_dir"]
     seeded = store.seed(results)
     if seeded:
-        log(f"{seeded} files of the committed GPU history copied into {conf['results_dir']}")
+        log(f"{seeded} files of the committed GPU history copied into {store.label(results)}")
     commit = asvrun.git("rev-parse", "HEAD")
     log(f"{commit[:8]}: {asvrun.SUITES[suite].about}")
     code = asvrun.run(commit, suite, info, args.config, quick=args.quick)

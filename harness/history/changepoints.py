@@ -121,9 +121,9 @@ def check(args) -> int:
 
 
 def default_results() -> Path:
-    from harness.history.asvrun import load_config
+    from harness.history.asvrun import results_dir
 
-    return ROOT / load_config(str(ROOT / "asv.conf.json"))["results_dir"]
+    return results_dir()
 
 
 # --- CLI -----------------------------------------------------------------------------------------------

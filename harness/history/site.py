@@ -78,7 +78,7 @@ def gpu_results(results_dir: Path, into: Path) -> list[str]:
 def config_of(config: str) -> dict:
     from harness.history import asvrun
 
-    return asvrun.load_config(str(asvrun.ROOT / config))
+    return asvrun.load_config(config)
 
 
 def html_dir_of(config: str, conf: dict) -> Path:
@@ -146,7 +146,6 @@ def readable_config(config: str) -> str:
 def main(argv=None) -> int:
     from harness.history import asvrun
 
-    command_output.plain_streams()  # a --config that is no UTF-8 is quoted back, not a UnicodeEncodeError
     parser = command_output.Parser(prog="python -m harness site", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")

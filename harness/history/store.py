@@ -24,7 +24,7 @@ from pathlib import Path
 
 from harness.core import command_output, records
 from harness.history import result_merge
-from harness.history.asvrun import ROOT, ConfigError, add_config, load_config
+from harness.history.asvrun import ROOT, ConfigError, add_config, results_dir
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -108,7 +108,7 @@ def main(argv=None) -> int:
             return 1
         return 0
     try:
-        results = ROOT / load_config(str(ROOT / args.config))["results_dir"]
+        results = results_dir(args.config)
     except ConfigError as error:
         parser.error(f"--config {error}")
     try:

@@ -220,7 +220,6 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
 
 
 def main(argv=None) -> int:
-    records.plain_streams()
     parser = command_line()
     args = parse(parser, argv)
     if args.replay:

@@ -5,10 +5,10 @@ the regression check use for "slower".
 Records: a valid recorded record of each kind (``recorded.py``, ``benchmarks/``), changed at random
 places (a value replaced by arbitrary JSON, a field or element removed, one added), goes to its
 checker, which must return or raise ``records.RecordError`` and nothing else; and to the command
-that decides on it (in this process: ``main(argv)``), which must exit with one of its documented
-codes. Arguments: every command of ``python -m harness`` (and the studies, the private entry point)
-given 100 argument lists of its own words and arbitrary text, with stand-ins for what it would
-measure, start or fetch.
+that decides on it (in this process, through the program: ``program.main([command, *argv])``),
+which must exit with one of its documented codes. Arguments: every command of ``python -m harness``
+(and the studies, the private entry point) given 100 argument lists of its own words and arbitrary
+text, with stand-ins for what it would measure, start or fetch.
 
 Bounded (``max_examples``, no deadline: a verdict's bootstrap takes tens of milliseconds) and
 derandomized, so a CI run is the same run every time, with no examples database (hypothesis still
@@ -39,11 +39,9 @@ from hypothesis import strategies as st
 
 from harness import __main__ as program
 from harness.core import records
-from harness.gate import cli as gate
 from harness.gate import measurement
 from harness.github import approval, pins
 from harness.github.fake_github import FakeGitHub, Pull, Serving
-from harness.regression import cli as regression
 from harness.regression import clocked
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -236,7 +234,7 @@ def test_the_gate_on_a_changed_record_decides_or_refuses_in_one_line(workdir, ch
     """As the record replayed, with the GPU type's threshold and with another."""
     path = written(workdir, "gate.json", changed(GATE, changes))
     for argv in (["--replay", path], ["--replay", path, "--threshold", "1.0"]):
-        code, out, err = run(gate.main, [*argv, "--json", "verdict.json", "--summary", "summary.md"])
+        code, out, err = run(program.main, ["gate", *argv, "--json", "verdict.json", "--summary", "summary.md"])
         assert code in GATE_EXITS and "Traceback" not in out + err, (code, out, err)
         if code == 2:
             assert len(err.splitlines()) == 1 and err.startswith("python -m harness gate: error: "), err
@@ -245,7 +243,7 @@ def test_the_gate_on_a_changed_record_decides_or_refuses_in_one_line(workdir, ch
 @FEW
 @given(changes=changes_of(AA))
 def test_the_gate_on_a_changed_aa_record_reports_or_refuses_in_one_line(workdir, changes):
-    code, out, err = run(gate.main, ["--replay", written(workdir, "aa.json", changed(AA, changes))])
+    code, out, err = run(program.main, ["gate", "--replay", written(workdir, "aa.json", changed(AA, changes))])
     assert code in {0, 2, 4} and "Traceback" not in out + err, (code, out, err)
     if code == 2:
         assert len(err.splitlines()) == 1, err
@@ -255,7 +253,7 @@ def test_the_gate_on_a_changed_aa_record_reports_or_refuses_in_one_line(workdir,
 @given(changes=changes_of(REGRESSION))
 def test_the_regression_check_on_a_changed_record_decides_or_refuses_in_one_line(workdir, changes):
     path = written(workdir, "regression.json", changed(REGRESSION, changes))
-    code, out, err = run(regression.main, ["--replay", path, "--summary", "summary.md"])
+    code, out, err = run(program.main, ["regression", "--replay", path, "--summary", "summary.md"])
     assert code in {0, 1, 2} and "Traceback" not in out + err, (code, out, err)
     if code == 2:
         assert out.endswith("; no verdict (exit 2)\n") and len(out.splitlines()) == 1, out
@@ -327,7 +325,7 @@ def no_gpu_to_measure(monkeypatch):
 def test_the_gate_given_any_arguments_answers_with_an_exit_code(no_gpu_to_measure, workdir, argv):
     written(workdir, "gate.json", GATE)
     with path_and_environment_kept():
-        code, out, err = run(gate.main, argv)
+        code, out, err = run(program.main, ["gate", *argv])
     assert code in GATE_EXITS and "Traceback" not in out + err, (argv, code, out, err)
 
 
@@ -362,7 +360,7 @@ def nothing_measured(monkeypatch):
 @example(argv=["@", "@", "--record", "no-such-folder/out.json"])
 def test_the_regression_check_given_any_arguments_answers_with_an_exit_code(workdir, nothing_measured, argv):
     written(workdir, "regression.json", REGRESSION)
-    code, out, err = run(regression.main, argv)
+    code, out, err = run(program.main, ["regression", *argv])
     assert code in REGRESSION_EXITS and "Traceback" not in out + err, (argv, code, out, err)
 
 
@@ -383,7 +381,7 @@ def an_index_with_nothing(monkeypatch):
 @HUNDRED
 @given(argv=st.lists(ARGUMENT, max_size=3))
 def test_pins_given_any_arguments_answers_with_an_exit_code(an_index_with_nothing, argv):
-    code, out, err = run(pins.main, argv)
+    code, out, err = run(program.main, ["pins", *argv])
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
 
 
@@ -462,7 +460,7 @@ def test_approval_given_any_arguments_answers_with_an_exit_code(github, workdir,
         "GITHUB_STEP_SUMMARY": str(workdir / "summary"),
     }.items():
         monkeypatch.setenv(name, value)
-    code, out, err = run(approval.main, argv)
+    code, out, err = run(program.main, ["approval", *argv])
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
 
 
@@ -530,7 +528,7 @@ SITE_ARGUMENTS = st.tuples(
 @example(argv=["publish", "--config", "README.md"])
 @example(argv=["preview", "--config", "\udcff"])
 def test_the_site_given_any_arguments_answers_with_an_exit_code(nothing_served_published_or_fetched, workdir, argv):
-    code, out, err = run(nothing_served_published_or_fetched.main, argv)
+    code, out, err = run(program.main, ["site", *argv])
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
     if code == 2:
         assert len(err.splitlines()) == 1, err
@@ -574,7 +572,7 @@ def no_job_run(monkeypatch):
 @example(argv=["--help"])
 @example(argv=["\udcff"])
 def test_act_ci_given_any_arguments_answers_with_an_exit_code(no_job_run, argv):
-    code, out, err = run(no_job_run.main, argv)
+    code, out, err = run(program.main, ["act-ci", *argv])
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
     if "--help" in argv or "-h" in argv:
         assert code in {0, 2}  # 0 for the help itself; 2 where a bad word came first
@@ -664,6 +662,8 @@ class Started(BaseException):
 
 
 READ_ONLY_GIT = {"rev-parse", "rev-list", "show", "log", "cat-file", "merge-base"}
+# Beside ARGUMENT: revisions, a GPU type, a config, a broken JSON file, a path outside.
+MORE_WORDS = ["HEAD", "HEAD~99999", "main..HEAD", "h200", "asv.conf.json", "garbage.json", "/nonexistent/x"]
 QUERIES = {"uname", "nvidia-smi"}  # what a machine's description asks (platform.processor(), the driver)
 
 
@@ -733,6 +733,3 @@ def test_every_other_command_given_any_arguments_answers_with_an_exit_code(nothi
     assert code in {0, 1, 2, 3, 4} and "Traceback" not in out + err, (argv, code, out, err)
     if code == 2:  # one line: on stderr, or on stdout where that is the command's whole log (results-branch)
         assert len((err or out).strip().splitlines()) == 1, (argv, out, err)
-
-
-MORE_WORDS = ["HEAD", "HEAD~99999", "main..HEAD", "h200", "asv.conf.json", "garbage.json", "/nonexistent/x"]
