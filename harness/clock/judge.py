@@ -12,9 +12,16 @@ slowing whoever is timed next). Every call must have taken at least the time its
 copy bandwidth the reference measured. The baseline (``OWN_OUTPUT``) is timed on the puzzle's own
 call and never checked: it is trusted, and the puzzle's figure is against that call.
 
+Nothing of a candidate runs while anything else is timed or checked: a batch of another process
+than the one in hand ends every candidate process first (``enter``), waits until NVML lists no
+process on the GPU but those that held a context before any candidate started (``contexts.py``),
+and starts a new process for the next; a trusted process (the baseline, the oracle) stays, frozen.
+Consecutive batches of one process share it, so the gate's alternating rounds start a candidate
+process every other round.
+
 What fails (an output not bit for bit the reference's, a call that failed, a call faster than its
-bytes allow, a GPU left busy) ends the timing and is reported as a failed correctness check: the
-gate's verdict is then "incorrect", whatever the times.
+bytes allow, a GPU left busy, a candidate's context still on the GPU) ends the timing and is
+reported as a failed correctness check: the gate's verdict is then "incorrect", whatever the times.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness.clock import channel as ch
-from harness.clock import messages, plan, processes
+from harness.clock import contexts, messages, plan, processes
 from harness.core import policy, workload
 
 POLICY = policy.clock()  # the trusted tree's .github/gpu-types.toml, [policy.clock]
@@ -38,6 +45,10 @@ TRUSTED_ONLY = ("GITHUB_", "ACTIONS_", "RUNNER_", "INPUT_")  # the job's; no pro
 # The baseline's implementation: trusted, it is timed on the puzzle's own call (its output its own,
 # never a slot), so nothing of it is checked; a candidate is always timed writing the clock's slots.
 OWN_OUTPUT = ("unsloth",)
+# Implementations no pull request writes: their processes live the whole session, frozen between
+# batches. Every other (nf4kernel, whichever tree the path puts first) is a candidate's.
+TRUSTED = ("unsloth", "bitsandbytes")
+GONE_TIMEOUT_S = 30.0  # for an ended candidate's contexts to leave the GPU (the driver tears them down)
 
 
 class Failed(Exception):
@@ -46,6 +57,10 @@ class Failed(Exception):
     def __init__(self, entry: dict):
         super().__init__(entry["reason"])
         self.entry = entry
+
+
+class NotStarted(Failed):
+    """A candidate's process ended, or failed, before it said it was ready."""
 
 
 def failed(shape: str, weight: str, reason: str) -> Failed:
@@ -77,7 +92,7 @@ def trusted_env(extra: dict | None = None) -> dict:
 @dataclass
 class Session:
     reference: processes.Process
-    impls: dict
+    impls: dict  # name -> its process now (a candidate's: the one in hand, or the last, ended)
     manifest: dict
     facts: dict
     repeats: int = workload.ROUNDS_PER_TIMING  # Challenge A's 1000 x (up, gate, down)
@@ -89,8 +104,59 @@ class Session:
     last_calls: list = field(default_factory=list)
     last_checked: list = field(default_factory=list)  # which of last_calls the reference checked after
     stats: dict = field(
-        default_factory=lambda: {"calls": 0, "checks": 0, "slowest_probe_s": 0.0, "closest_to_physics": None}
+        default_factory=lambda: {
+            "calls": 0,
+            "checks": 0,
+            "slowest_probe_s": 0.0,
+            "closest_to_physics": None,
+            "candidate_processes": 0,
+            "starting_s": 0.0,
+            "clearing_s": 0.0,
+        }
     )
+    starter: object = None  # name -> a new process set up and ready (session()), for candidates
+    trusted: frozenset = frozenset()  # names whose process lives the session (TRUSTED's)
+    holders: object = None  # () -> the PIDs NVML lists on the GPU; None where there is no GPU
+    allowed: frozenset = frozenset()  # what NVML listed before any candidate's process started
+    current: str | None = None  # the name whose batches run now
+
+    def enter(self, name: str) -> None:
+        """Make ``name``'s the process in hand: unless it already is, every candidate's process is
+        ended, the GPU must hold no context but the trusted ones (Failed otherwise), and a
+        candidate gets a new process."""
+        if self.current == name and self.impls[name].alive():
+            return
+        self.current = None
+        for other, process in self.impls.items():
+            if other not in self.trusted:
+                processes.end(process)
+        self.clear()
+        if name not in self.trusted:
+            began = time.monotonic()
+            self.impls[name] = self.starter(name)
+            self.stats["candidate_processes"] += 1
+            self.stats["starting_s"] += time.monotonic() - began
+        self.current = name
+
+    def retire(self) -> None:
+        """End the candidate's process in hand: the next batch, of any name, starts anew."""
+        if self.current is not None and self.current not in self.trusted:
+            processes.end(self.impls[self.current])
+        self.current = None
+
+    def clear(self) -> None:
+        """Until the GPU holds no context but those it held before any candidate's process
+        started; Failed naming the PIDs left after GONE_TIMEOUT_S."""
+        if self.holders is None:
+            return
+        began = time.monotonic()
+        left = contexts.wait_until_only(self.allowed, self.holders, GONE_TIMEOUT_S)
+        self.stats["clearing_s"] += time.monotonic() - began
+        if left:
+            pids = ", ".join(str(p) for p in sorted(left))
+            raise failed(
+                "-", "-", f"a process the clock did not start kept a CUDA context on the GPU (NVML: {pids})"
+            )
 
     def label(self, weight: int) -> str:
         """The weight's name within its shape: ``up #0`` (Challenge A), ``#1`` (a suite weight), or
@@ -111,6 +177,7 @@ class Session:
     def run(self, name: str, batch: plan.Batch, shape: str) -> float:
         """The batch's calls' seconds, each from its command to its answer; Failed naming what was
         wrong."""
+        self.enter(name)
         worker, reference = self.impls[name], self.reference
         if reference.ask(ch.POISON) != ch.YES:
             raise failed(shape, "-", "the reference could not poison the slots")
@@ -217,11 +284,14 @@ class Session:
 
 @contextlib.contextmanager
 def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.0):
-    """The reference and a call process per ``launchers`` entry (name -> (impl, launch)), set up
-    and frozen, each on a core of its own and this process on another where there are cores
-    enough; yields (Session of those that said they are ready, {name: ready message or error})."""
+    """The reference and the trusted call processes of ``launchers`` (name -> (impl, launch)), set
+    up and frozen, each on a core of its own and this process on another where there are cores
+    enough; a candidate's process starts at its first batch (``Session.enter``), on its name's core.
+    Yields (the Session, {name: ready message or error}): a candidate's ready message is its first
+    process's, there once it started; one that could not start is Failed at its first batch."""
     with contextlib.ExitStack() as stack:
         cores = processes.cores(2 + len(launchers)) or [None] * (2 + len(launchers))
+        core_of = dict(zip(launchers, cores[2:], strict=True))
         stack.enter_context(processes.pinned(cores[0]))
         reference = processes.start(
             "the reference process", ["harness._process", "reference"], processes.plain(env), core=cores[1]
@@ -230,26 +300,56 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
         messages.send(reference.sock, setup)
         reference.sock.settimeout(setup_timeout)
         reply, fds = reference.receive("lending its regions")
+        for fd in fds:
+            stack.callback(os.close, fd)  # lent again to each candidate's new process
         handout = {k: reply[k] for k in ("manifest", "inputs_bytes", "slots_bytes")} | {"device": setup["device"]}
-        impls = {}
-        for core, (name, (impl, launch)) in zip(cores[2:], launchers.items(), strict=True):
-            process = processes.start(f"the {name} process", ["harness._process", "worker", impl], launch, core=core)
+        ready, impls = {}, {}
+
+        def start(name: str) -> processes.Process:
+            impl, launch = launchers[name]
+            process = processes.start(f"the {name} process", ["harness._process", "worker", impl], launch, core_of[name])
             stack.callback(processes.end, process)
             process.sock.settimeout(setup_timeout)
             messages.send(process.sock, handout, fds)
-            impls[name] = process
-        for fd in fds:
-            os.close(fd)
-        ready = {}
-        for name, process in impls.items():
+            return process
+
+        def ready_of(name: str, process: processes.Process) -> dict:
             try:
-                ready[name] = process.receive("saying it is ready")[0]
+                return process.receive("saying it is ready")[0]
             except ValueError as error:
-                ready[name] = {"error": str(error)}
+                return {"error": str(error)}
+
+        trusted = [name for name, (impl, _) in launchers.items() if impl in TRUSTED]
+        started = {name: start(name) for name in trusted}
+        for name, process in started.items():
+            ready[name] = ready_of(name, process)
             process.freeze()
-        working = {name: p for name, p in impls.items() if not ready[name].get("error")}
+            if not ready[name].get("error"):
+                impls[name] = process
+
+        def candidate(name: str) -> processes.Process:
+            process = start(name)
+            said = ready_of(name, process)
+            ready.setdefault(name, said)
+            if said.get("error"):
+                processes.end(process)
+                raise NotStarted(failed("-", "-", f"the {name} process: {said['error']}").entry)
+            return process
+
+        gpu = setup["device"] == "cuda"
+        nvml = reply["facts"].get("nvml", 0)
+        holders = (lambda: contexts.holders(nvml)) if gpu else None
+        try:
+            allowed = holders() if gpu else frozenset()  # the reference's and the trusted processes'
+        except contexts.Unavailable as error:
+            raise ValueError(f"nothing could confirm a candidate's processes left the GPU: {error}") from None
+        for name in launchers:
+            if name not in trusted:
+                impls[name] = processes.Process(name, None, None, None)  # none yet: its first batch starts one
         own = frozenset(name for name, (impl, _) in launchers.items() if impl in OWN_OUTPUT)
-        yield Session(reference, working, reply["manifest"], reply["facts"], unchecked=own), ready
+        found = Session(reference, impls, reply["manifest"], reply["facts"], unchecked=own)
+        found.starter, found.trusted, found.holders, found.allowed = candidate, frozenset(trusted), holders, allowed
+        yield found, ready
 
 
 def sizes(manifest: dict) -> list[dict]:

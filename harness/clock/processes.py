@@ -3,10 +3,10 @@ batches, ended whole.
 
 Each process runs on a core of its own where this one has cores enough (``cores``): the clock and
 the process it times both spin, and neither then waits for a core the other, the reference or the
-job's other work holds. A process under test is frozen (``SIGSTOP`` to it and every process descended from it, found
-through ``/proc`` until no new one appears) whenever the clock is not timing it: it can launch
-nothing on the GPU while another implementation is timed. What it had queued before still runs,
-which the reference's probe sees (``judge.py`` waits until the GPU is quiet).
+job's other work holds. A call process is frozen (``SIGSTOP`` to it and every process descended
+from it, found through ``/proc`` until no new one appears) between its batches. Freezing stops its
+CPU, not what its CUDA context queued, so a candidate's processes are ended, not frozen, before
+anything else is timed (``judge.Session.enter``, ``contexts.py``); only trusted ones stay frozen.
 """
 
 from __future__ import annotations
@@ -31,9 +31,10 @@ class Process:
     sock: socket.socket
     line: ch.Channel
     frozen: set = field(default_factory=set)
+    stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # what its launcher holds open
 
     def alive(self) -> bool:
-        return self.popen.poll() is None
+        return self.popen is not None and self.popen.poll() is None
 
     def ask(self, op: int, a: int = 0, b: int = 0, timeout: float | None = 60.0) -> int:
         try:
@@ -142,22 +143,31 @@ def pinned(core: int | None):
 
 
 def start(name: str, argv_tail: list[str], launch, core: int | None = None) -> Process:
-    """``launch(argv, pass_fds) -> Popen`` started on ``python -P -m <module> ... SOCK CHANNEL``,
-    on ``core`` alone where one is given (inherited through bubblewrap and exec)."""
+    """``launch(argv, pass_fds, stack) -> Popen`` started on ``python -P -m <module> ... SOCK
+    CHANNEL``, on ``core`` alone where one is given (inherited through bubblewrap and exec); what
+    the launcher holds open for the process goes on ``stack``, closed when the process ends."""
     mine, theirs = socket.socketpair()
     line = ch.Channel.create()
     argv = [sys.executable, "-P", "-m", *argv_tail, str(theirs.fileno()), str(line.fd)]
-    with pinned(core):
-        popen = launch(argv, (theirs.fileno(), line.fd))
-    theirs.close()
-    return Process(name, popen, mine, line)
+    stack = contextlib.ExitStack()
+    try:
+        with pinned(core):
+            popen = launch(argv, (theirs.fileno(), line.fd), stack)
+    except BaseException:
+        stack.close()
+        mine.close()
+        os.close(line.fd)
+        raise
+    finally:
+        theirs.close()
+    return Process(name, popen, mine, line, stack=stack)
 
 
 def plain(env: dict, cwd: str | None = None):
     """A launcher for a trusted process: the environment given (the trusted tree's harness on its
     path), started in ``cwd`` (Unsloth writes a compile cache into its working folder)."""
 
-    def launch(argv, fds):
+    def launch(argv, fds, stack=None):
         return subprocess.Popen(
             argv, env=env, cwd=cwd, pass_fds=fds, start_new_session=True, preexec_fn=die_with_the_clock
         )
@@ -166,7 +176,9 @@ def plain(env: dict, cwd: str | None = None):
 
 
 def end(process: Process) -> None:
-    """Ask it to stop, then end it and everything it started."""
+    """Ask it to stop, then end it and everything it started; its launcher's hold closed."""
+    if process.sock is None or process.sock.fileno() < 0:
+        return  # never started, or ended already
     process.thaw()
     if process.alive():
         with contextlib.suppress(ValueError):
@@ -180,4 +192,7 @@ def end(process: Process) -> None:
             os.kill(pid, signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.popen.wait(timeout=10)
+    process.stack.close()
     process.sock.close()
+    with contextlib.suppress(OSError):
+        os.close(process.line.fd)

@@ -38,7 +38,6 @@ class Regression:
     min_rounds: int  # a pass of fewer carries no round-to-round noise: no verdict
     first_rounds: int
     second_rounds: int  # the re-measuring pass
-    processes_per_side: int  # call processes per kernel in a pass, the rounds taking them in turn
     resamples: int
     seed: int
 

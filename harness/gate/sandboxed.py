@@ -3,8 +3,9 @@ process never imports torch, a kernel or Unsloth; it stages the kernel, starts
 
 * the reference process (bitsandbytes, the inputs, the expected outputs, the checks; never the
   candidate),
-* the candidate's call process in bubblewrap's sandbox (``sandbox.py``): the staged kernel and the
-  trusted tree read-only, the commit's compile cache read-write, nothing of the job's, no network,
+* the candidate's call processes in bubblewrap's sandbox (``sandbox.py``): the staged kernel and the
+  trusted tree read-only, the commit's compile cache read-write, nothing of the job's, no network;
+  each ended, and gone from the GPU, before Unsloth's batches (``judge.Session.enter``),
 * Unsloth's call process, on the trusted tree alone (Unsloth's ``fast_dequantize``; it never imports
   the candidate, so nothing the candidate does at import reaches it),
 
@@ -40,9 +41,9 @@ def measure(args) -> dict:
         cache = sandbox.kernel_cache(kernel.commit)
         inside = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache)}
 
-        def candidate(argv, fds):
+        def candidate(argv, fds, held):
             view = {"read": [kernel.path, ROOT], "write": [cache], "env": inside}
-            return stack.enter_context(sandbox.started(argv, pass_fds=fds, **view))
+            return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
 
         trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT)})
         unsloth_home = stack.enter_context(tempfile.TemporaryDirectory(prefix="nf4kernel-unsloth-"))
@@ -56,8 +57,10 @@ def measure(args) -> dict:
         )
         with judge.session(launchers, setup, trusted) as (session, ready):
             record = start_record(args, kernel, session.facts, ready)
-            if len(session.impls) == len(launchers):
+            if BASELINE in session.impls:
                 measure_in(session, record, args)
+            if ready.get("nf4kernel", {}).get("imported_from"):
+                record["kernel"]["imported_from"] = ready["nf4kernel"]["imported_from"]
     return record
 
 
@@ -68,7 +71,6 @@ def start_record(args, kernel: kernel_source.Staged, facts: dict, ready: dict) -
     env["unsloth"] = baseline.get("version") if not baseline.get("error") else None
     if baseline.get("error"):
         env["unsloth_error"] = baseline["error"]
-    candidate = ready.get("nf4kernel", {})
     record = {
         "command": " ".join(["python -m harness gate", *sys.argv[1:]]),
         "environment": env,
@@ -79,10 +81,6 @@ def start_record(args, kernel: kernel_source.Staged, facts: dict, ready: dict) -
         "harness_version": records.HARNESS_VERSION,
         "clock": {"l2_bytes": facts.get("l2_bytes"), "probe_s": facts.get("probe_s")},
     }
-    if candidate.get("imported_from"):
-        record["kernel"]["imported_from"] = candidate["imported_from"]
-    if candidate.get("error") and env["unsloth"]:
-        record["correctness"] = [judge.failed("-", "-", f"the candidate's process: {candidate['error']}").entry]
     return record
 
 

@@ -169,12 +169,6 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--more-rounds", type=int, default=clocked.SECOND_ROUNDS, help="re-measuring pass (%(default)s)"
     )
-    parser.add_argument(
-        "--processes",
-        type=int,
-        default=clocked.PROCESSES_PER_SIDE,
-        help="call processes per kernel in a pass, the rounds taking them in turn (%(default)s)",
-    )
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=SHAPES, metavar="SHAPE")
     parser.add_argument("--dtypes", nargs="+", default=list(DTYPES), choices=DTYPES, metavar="DTYPE")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda", help="cpu: the smoke run, no verdict")
@@ -214,8 +208,6 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         parser.error("--measure-only writes the measurement to --record PATH: name one")
     if args.rounds < 2 or args.more_rounds < 2:
         parser.error("--rounds and --more-rounds must be at least 2: a round's noise is judged against another's")
-    if args.processes < 1:
-        parser.error(f"--processes must be at least 1, not {args.processes}")
     return args
 
 
@@ -272,7 +264,6 @@ def measure(args, base: str, head: str) -> dict | int:
                 second_rounds=args.more_rounds,
                 min_change=args.min_change or rule.DEFAULT_MIN_CHANGE,
                 min_group_change=args.min_group_change or rule.DEFAULT_MIN_GROUP_CHANGE,
-                per_side=args.processes,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
         if error.exit_code in records.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step

@@ -1,22 +1,21 @@
 """The regression check's measurement, by the trusted clock (``harness/clock``): BASE's and HEAD's
-kernels each in a call process of its own in bubblewrap's sandbox, timed by the clock, checked by
+kernels each in call processes of their own in bubblewrap's sandbox, timed by the clock, checked by
 the reference process; then again where the first pass saw something (``rule.suspects``).
 
 The reference builds each suite weight in copies that outgrow L2; both kernels are first checked on
 the exactness matrix and every copy (a kernel with a wrong output gets no figures: exit 3). A round
-is one batch of each kernel per weight, the two batches of a weight back to back, which goes first
-alternating from weight to weight and from round to round; a batch is ``CALLS`` calls of one
-weight, each synchronized (after the clock's untimed warm-up), and every call's go-to-done time on
-the clock is a sample: host time included, so a host sync per call shows. Neither kernel's process
-times, checks or writes anything the record takes, but its peak memory per call.
-
-Why back to back, and why the second pass starts afresh: in an A/A run on an H200 (main against a
-no-op commit, benchmarks/results/regression-aa-h200), a weight's batches moved between levels
-(31 and 45 us a call) from one moment to the next, for both kernels alike, so its two batches are
-compared where they sat a dozen batches apart no longer; and one kernel's process stayed about 20%
-slower on one weight for all eight rounds of a run, which no number of rounds in that process
-undoes. The re-measurement that decides (``rule.suspects``) therefore runs in new processes, a new
-reference and each kernel's call process on the core the other had.
+is one phase of each kernel, which goes first alternating from round to round: a phase is one
+batch per weight, in a process of that kernel's own, and every process of the other kernel is
+ended, and its contexts gone from the GPU, before it starts (``judge.Session.enter``): a kernel's
+queued work can't run while the other is timed. The kernel that ends a round opens the next in the
+same process, so a pass of R rounds starts R + 1 processes, and each process's level (one kept
+about 20% slower on one weight for a whole run in an A/A on an H200,
+benchmarks/results/regression-aa-h200) varies from round to round, where the interval sees it. A
+batch is ``CALLS`` calls of one weight, each synchronized (after the clock's untimed warm-up), and
+every call's go-to-done time on the clock is a sample: host time included, so a host sync per call
+shows. Neither kernel's process times, checks or writes anything the record takes, but its peak
+memory per call. The re-measurement that decides (``rule.suspects``) runs in a new session, a new
+reference and each kernel's processes on the core the other had.
 
 The record (what ``regression --replay`` decides from)::
 
@@ -37,10 +36,6 @@ from harness.regression import rule
 SIDES = ("base", "head")
 FIRST_ROUNDS = rule.POLICY.first_rounds
 SECOND_ROUNDS = rule.POLICY.second_rounds
-# Call processes per side in a session, round r timing each side's process r mod this: with more
-# than one, the level a process keeps (benchmarks/results/regression-aa-h200) varies from round to
-# round, where the interval sees it (the policy's 3, measured in an A/A on four H200s).
-PROCESSES_PER_SIDE = rule.POLICY.processes_per_side
 CALLS = 100  # calls per weight per batch (the asv suite's synchronized loop)
 CPU_CALLS = 3  # in Triton's interpreter
 CPU_WORKING_SET = 1 << 20
@@ -56,7 +51,7 @@ class MeasureError(RuntimeError):
         self.exit_code = exit_code
 
 
-def launcher(kernel: kernel_source.Staged, stack: contextlib.ExitStack, extra: dict):
+def launcher(kernel: kernel_source.Staged, extra: dict):
     """How a side's call process starts: sandboxed (the staged kernel and this checkout read-only,
     the kernel's commit's compile cache read-write, nothing of the job's), or plain with
     ``NO_SANDBOX``."""
@@ -65,27 +60,21 @@ def launcher(kernel: kernel_source.Staged, stack: contextlib.ExitStack, extra: d
     if NO_SANDBOX:
         return processes.plain(judge.trusted_env(env))
 
-    def launch(argv, fds):
+    def launch(argv, fds, held):
         view = {"read": [kernel.path, ROOT], "write": [cache], "env": env}
-        return stack.enter_context(sandbox.started(argv, pass_fds=fds, **view))
+        return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
 
     return launch
 
 
-def process(side: str, index: int, per_side: int) -> str:
-    """A call process's name in the session: its side's, numbered where a side has several."""
-    return side if per_side == 1 else f"{side} {index + 1}"
-
-
-def run_pass(
-    session: judge.Session, ready: dict, keys: list[str], groups: dict, rounds: int, per_side: int = 1, log=print
-) -> dict:
+def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict, rounds: int, log=print) -> dict:
     """``rounds`` paired rounds of ``keys``: one record pass, with the GPU's state (NVML: clocks,
     throttle reasons) before and after each batch: a batch that starts on an idling GPU's clocks, or
     one the GPU slowed, shows beside the figure (``rule.throttled`` names the latter); and which of
     each batch's timed calls the reference checked right after they answered (``checked``: on an H200
     the call after a check pays about 150 us more, ``python -m studies.aa_noise``; it stays timed,
-    since dropping it would tell the candidate which calls go untimed)."""
+    since dropping it would tell the candidate which calls go untimed). A side's first phase in the
+    session opens with its exactness check, in the same process."""
     found = {"rounds": [], "bytes": {}, "peak_bytes": {side: {} for side in SIDES}, "states": [], "checked": []}
     device = session.facts.get("nvml", 0)
     for key in keys:
@@ -95,10 +84,13 @@ def run_pass(
     state = gpu_state.snapshot(device)
     for r in range(rounds):
         timed, states, checked = ({side: {} for side in SIDES} for _ in range(3))
-        order = SIDES if r % 2 == 0 else SIDES[::-1]  # the first weight's; each next one's the other
-        for i, key in enumerate(keys):
-            for side in order if i % 2 == 0 else order[::-1]:
-                session.timed_batch(process(side, r % per_side, per_side), groups[key])
+        order = SIDES if r % 2 == 0 else SIDES[::-1]
+        for side in order:
+            if r == 0:  # the side's first phase in this session
+                exact(session, side)
+                state = gpu_state.snapshot(device)
+            for key in keys:
+                session.timed_batch(side, groups[key])
                 before, state = state, gpu_state.snapshot(device)
                 states[side][key] = {"before": before, "after": state}
                 timed[side][key] = list(session.last_calls)
@@ -108,40 +100,37 @@ def run_pass(
         found["states"].append(states)
         found["checked"].append(checked)
     for side in SIDES:
-        peaks = ready[process(side, 0, per_side)].get("peak_bytes", {})
+        peaks = ready[side].get("peak_bytes", {})
         found["peak_bytes"][side] = {key: int(peaks.get(f"{key} #0", 0)) for key in keys}
     return found
 
 
+def exact(session: judge.Session, side: str) -> None:
+    """``side``'s kernel checked on the exactness matrix and every copy, in the process that goes
+    on to its batches; MeasureError (exit 3) naming the first wrong output."""
+    wrong = [e for e in session.exactness(side) if not e["ok"]]
+    if wrong:
+        said = wrong[0].get("reason") or f"{wrong[0]['check']} differs"
+        raise MeasureError(f"{side}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
+
+
 @contextlib.contextmanager
-def measuring(
-    staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False, per_side: int = 1
-):
-    """A new session of the clock: the reference and ``per_side`` call processes per side started,
-    every one checked on the exactness matrix; yields the session and the processes' ready messages.
-    ``swapped``: each side's processes on the cores the other's have without it."""
+def measuring(staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False):
+    """A new session of the clock, the reference started (each side's processes start at its first
+    phase); yields the session and the processes' ready messages. ``swapped``: each side's
+    processes on the core the other's have without it."""
     cpu = device == "cpu"
     extra = {"TRITON_INTERPRET": "1"} if cpu else {}
     setup = {"device": device, "suite": list(keys), "matrix": True, "working_set": CPU_WORKING_SET if cpu else None}
     trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
     sides = SIDES[::-1] if swapped else SIDES  # judge.session gives cores in this order
-    names = {process(side, i, per_side): side for i in range(per_side) for side in sides}
-    with contextlib.ExitStack() as stack:
-        launchers = {name: ("nf4kernel", launcher(staged[side], stack, extra)) for name, side in names.items()}
-        with judge.session(launchers, setup, trusted) as (session, ready):
-            for name in sorted(names):
-                if ready[name].get("error"):
-                    raise MeasureError(f"{name}'s process: {ready[name]['error']}")
-            session.repeats = CPU_CALLS if cpu else CALLS
-            if cpu:
-                session.warmup = 0  # the interpreter wakes nothing up: its calls cost alike
-            session.quiet = not cpu  # a CPU copy's time says nothing of a GPU's queue
-            for name in sorted(names):
-                wrong = [e for e in session.exactness(name) if not e["ok"]]
-                if wrong:
-                    said = wrong[0].get("reason") or f"{wrong[0]['check']} differs"
-                    raise MeasureError(f"{name}: {wrong[0]['shape']} {wrong[0]['weight']}: {said}", 3)
-            yield session, ready
+    launchers = {side: ("nf4kernel", launcher(staged[side], extra)) for side in sides}
+    with judge.session(launchers, setup, trusted) as (session, ready):
+        session.repeats = CPU_CALLS if cpu else CALLS
+        if cpu:
+            session.warmup = 0  # the interpreter wakes nothing up: its calls cost alike
+        session.quiet = not cpu  # a CPU copy's time says nothing of a GPU's queue
+        yield session, ready
 
 
 def measure(
@@ -152,14 +141,11 @@ def measure(
     second_rounds: int = SECOND_ROUNDS,
     min_change: float = rule.DEFAULT_MIN_CHANGE,
     min_group_change: float = rule.DEFAULT_MIN_GROUP_CHANGE,
-    per_side: int = PROCESSES_PER_SIDE,
     log=print,
 ) -> dict:
     """Both passes: the first over ``keys``, the second, in new processes (``measuring``), over what
     the first calls slower or leaves open, judged with the limits given (the record keeps them, so a
-    replay re-measures nothing); ``per_side`` call processes per side in each pass's session."""
-    if per_side < 1:
-        raise ValueError(f"a side needs a call process at least, not {per_side}")
+    replay re-measures nothing)."""
     if not NO_SANDBOX:
         why = sandbox.why_not()
         if why:
@@ -168,17 +154,19 @@ def measure(
     record = {
         "measured_by": "the trusted clock",
         "rule": {"min_change": min_change, "min_group_change": min_group_change},
-        "processes_per_side": per_side,
+        "processes": "a new one per phase: one side's process ended and off the GPU before the other's runs",
     }
     try:
-        with measuring(staged, keys, device, per_side=per_side) as (session, ready):
+        with measuring(staged, keys, device) as (session, ready):
             record["device"] = session.facts.get("name", device)
-            record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, per_side, log)]
+            record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
         again = rule.suspects(rule.judge(record["passes"][0], min_change, min_group_change))
         if again:
             log(f"regression: {len(again)} of {len(keys)} to measure again in new processes: {', '.join(again)}")
-            with measuring(staged, keys, device, swapped=True, per_side=per_side) as (session, ready):
-                record["passes"].append(run_pass(session, ready, again, groups, second_rounds, per_side, log))
+            with measuring(staged, keys, device, swapped=True) as (session, ready):
+                record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
+    except judge.NotStarted as failure:
+        raise MeasureError(failure.entry["reason"]) from None
     except judge.Failed as failure:
         entry = failure.entry
         raise MeasureError(f"{entry['shape']} {entry['weight']}: {entry['reason']}", 3) from None

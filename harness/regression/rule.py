@@ -46,8 +46,9 @@ re-measurement discount. What is assumed is that rounds are exchangeable: no tre
 so strong that alternation can't cancel it, and no level that one pair of processes keeps for a
 whole pass. On four busy H200s the second did not hold with one call process per kernel (a level
 of about 4.6% of log ratio, ``python -m studies.aa_noise``): the interval can't see such a level, so
-the rounds take several processes in turn (``clocked.PROCESSES_PER_SIDE``, 3), which left about 1.7%.
-With them the A/A passed 29 of 30 runs (the last 10 in one series), the false call a single result.
+the rounds took several processes in turn (three), which left about 1.7%, and the A/A passed 29 of
+30 runs. Now each round's phase of a kernel runs in a process of its own or the round before's
+(``clocked.py``: one kernel's process ends before the other's runs).
 """
 
 from __future__ import annotations

@@ -114,9 +114,10 @@ def test_each_process_runs_on_the_core_it_was_given_and_the_clock_gets_its_own_b
     with judge.session(launchers, SETUP, trusted) as (session, _):
         assert os.sched_getaffinity(0) == {given[0]}
         assert os.sched_getaffinity(session.reference.popen.pid) == {given[1]}
-        assert [os.sched_getaffinity(session.impls[n].popen.pid) for n in launchers] == [{given[2]}, {given[3]}]
+        assert os.sched_getaffinity(session.impls["bitsandbytes"].popen.pid) == {given[2]}
         session.repeats, session.warmup, session.quiet = 2, 0, False
-        assert session.timed_batch("nf4kernel", 0) > 0
+        assert session.timed_batch("nf4kernel", 0) > 0  # the candidate's process starts at its first batch
+        assert os.sched_getaffinity(session.impls["nf4kernel"].popen.pid) == {given[3]}
     assert sorted(os.sched_getaffinity(0)) == mine
 
 
@@ -150,10 +151,38 @@ def test_a_cpu_sysfs_does_not_describe_is_a_core_of_its_own(tmp_path):
 
 def test_every_process_said_ready_but_the_one_that_exits_on_import(clocked):
     session, ready = clocked
-    assert "exit" not in session.impls and "ended before saying it is ready" in ready["exit"]["error"]
-    assert set(session.impls) == set(ready) - {"exit"}, ready
-    assert ready["honest"]["imported_from"].endswith("honest/nf4kernel/__init__.py")
+    assert set(ready) == {"bitsandbytes"}  # set up with the session: the trusted baseline alone
     assert ready["bitsandbytes"]["imported_nf4kernel"] is False  # the baseline never sees a candidate
+    with pytest.raises(judge.NotStarted, match="ended before saying it is ready"):
+        session.timed_batch("exit", 0)
+    assert "ended before saying it is ready" in ready["exit"]["error"]
+    session.timed_batch("honest", 0)
+    assert ready["honest"]["imported_from"].endswith("honest/nf4kernel/__init__.py")
+
+
+def test_a_candidate_s_process_is_ended_before_anything_else_runs_and_a_new_one_started_after(clocked):
+    """Freezing stops a process's CPU, not the work its CUDA context queued: so a batch of another
+    process ends every candidate's process first (the baseline, trusted, stays); consecutive
+    batches of one candidate share its process."""
+    session, _ = clocked
+    session.timed_batch("honest", 0)
+    first = session.impls["honest"]
+    pids = processes.descendants(first.popen.pid)
+    session.timed_batch("honest", 0)
+    assert session.impls["honest"] is first and first.alive()  # the same phase: the same process
+    baseline = session.impls["bitsandbytes"]
+    session.timed_batch("bitsandbytes", 0)
+    assert not first.alive() and not any(Path(f"/proc/{pid}").exists() for pid in pids)
+    assert session.impls["bitsandbytes"] is baseline and baseline.alive()
+    session.timed_batch("timers", 0)  # another candidate: the baseline stays, frozen
+    assert baseline.alive() and baseline.frozen
+    session.timed_batch("honest", 0)
+    assert session.impls["honest"] is not first and session.impls["honest"].alive()
+    assert not session.impls["timers"].alive()
+    session.retire()  # the next batch of the same name starts anew too
+    again = session.impls["honest"]
+    session.timed_batch("honest", 0)
+    assert session.impls["honest"] is not again
 
 
 def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
@@ -290,6 +319,65 @@ def test_the_clock_waits_for_a_quiet_gpu_and_fails_one_that_stays_busy(monkeypat
     bare_session(FakeReference([500, 400, 25])).wait_quiet("x", "s")  # busy, busy, then alone again
     with pytest.raises(judge.Failed, match="stayed busy"):
         bare_session(FakeReference([500])).wait_quiet("x", "s")
+
+
+def test_the_gpu_must_hold_no_context_but_the_trusted_ones_before_the_next_process_runs(monkeypatch):
+    """What NVML lists before any candidate started is allowed; an ended candidate's context may
+    take a moment to go, and one that stays fails the batch, naming it."""
+    monkeypatch.setattr(judge, "GONE_TIMEOUT_S", 0.2)
+    session = bare_session()
+    session.allowed = frozenset({11, 12})
+    listed = iter([{11, 12, 99}, {11, 12, 99}, {11}])
+    session.holders = lambda: frozenset(next(listed))
+    session.clear()  # 99 left after the third look
+    assert session.stats["clearing_s"] > 0
+    session.holders = lambda: frozenset({11, 12, 99, 100})
+    with pytest.raises(judge.Failed, match=r"kept a CUDA context on the GPU \(NVML: 99, 100\)"):
+        session.clear()
+
+
+class FakeNvml:
+    """pynvml's process listing, as a GPU with these processes would answer it."""
+
+    class NVMLError_NotSupported(Exception):
+        pass
+
+    def __init__(self, compute, graphics=None, mps=None):
+        self.lists = {"compute": compute, "graphics": graphics, "mps": mps}
+        self.opened = 0
+
+    def nvmlInit(self):
+        self.opened += 1
+
+    def nvmlShutdown(self):
+        self.opened -= 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def _listing(self, kind):
+        found = self.lists[kind]
+        if found is None:
+            raise self.NVMLError_NotSupported()
+        return [type("Process", (), {"pid": pid})() for pid in found]
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return self._listing("compute")
+
+    def nvmlDeviceGetGraphicsRunningProcesses(self, handle):
+        return self._listing("graphics")
+
+    def nvmlDeviceGetMPSComputeRunningProcesses(self, handle):
+        return self._listing("mps")
+
+
+def test_nvml_s_lists_are_read_together_and_a_gpu_it_cannot_list_is_refused():
+    from harness.clock import contexts
+
+    nvml = FakeNvml([5, 6], graphics=[7], mps=None)
+    assert contexts.holders(0, nvml) == frozenset({5, 6, 7}) and nvml.opened == 0
+    with pytest.raises(contexts.Unavailable, match="no reader is supported"):
+        contexts.holders(0, FakeNvml(None))
 
 
 def test_a_frozen_process_tree_runs_nothing_until_thawed(tmp_path):

@@ -106,7 +106,6 @@ def test_a_missing_record_fails_closed(tmp_path, capsys):
         (["HEAD", "HEAD", "--measure-only"], "name one"),
         (["HEAD", "HEAD", "--rounds", "1"], "at least 2"),
         (["HEAD", "HEAD", "--min-change", "1.2"], "a fraction in (0, 1)"),
-        (["HEAD", "HEAD", "--processes", "0"], "at least 1"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_problem(argv, why, capsys):
@@ -131,11 +130,14 @@ class FakeSession:
         self.last_calls, self.last_checked = [], []
 
     def exactness(self, side):
+        if self.ready.get(side, {}).get("error"):  # its process never said it was ready
+            raise clocked.judge.NotStarted(clocked.judge.failed("-", "-", f"the {side} process: {self.ready[side]['error']}").entry)
+        self.batches.append((side, "exactness"))
         return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
 
-    def timed_batch(self, name, group):  # name: a side's, or "base 2" where a side has several
+    def timed_batch(self, name, group):
         self.batches.append((name, self.keys[group]))
-        self.last_calls = [self.timings[name.split()[0]][self.keys[group]]]
+        self.last_calls = [self.timings[name][self.keys[group]]]
         self.last_checked = [0]
         return self.last_calls[0]
 
@@ -149,7 +151,7 @@ def fake_session(monkeypatch, timings: dict, keys: list[str], ready: dict | None
     @contextlib.contextmanager
     def session(launchers, setup, env):
         fake = FakeSession(timings, keys)
-        fake.batches = []
+        fake.batches, fake.ready = [], ready
         opened.append((list(launchers), fake))
         yield fake, ready
 
@@ -163,7 +165,7 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
     opened = fake_session(monkeypatch, {"base": base, "head": head}, KEYS)
     staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
-    found = clocked.measure(staged, KEYS, per_side=1, log=lambda _: None)
+    found = clocked.measure(staged, KEYS, log=lambda _: None)
     first, second = found["passes"]
     assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
     # The GPU's state before and after every batch (here, a machine without one says so).
@@ -174,13 +176,16 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     assert [c["head"][KEYS[0]] for c in first["checked"]] == [[0]] * clocked.FIRST_ROUNDS
     # The re-measurement in new processes, each side on the core the other had.
     assert [sides for sides, _ in opened] == [["base", "head"], ["head", "base"]]
-    # A weight's two batches back to back, which goes first alternating by weight and by round.
+    # A round is one phase of each side, every weight once, which side goes first alternating by
+    # round; each side's first phase opens with its exactness check.
     batches = opened[0][1].batches
-    assert len(batches) == 2 * len(KEYS) * clocked.FIRST_ROUNDS
-    pairs = [batches[i : i + 2] for i in range(0, len(batches), 2)]
-    assert all(a[1] == b[1] and a[0] != b[0] for a, b in pairs)
-    expected = ["base" if (r + i) % 2 == 0 else "head" for r in range(clocked.FIRST_ROUNDS) for i in range(len(KEYS))]
-    assert [a[0] for a, _ in pairs] == expected
+    phases = [["base", "head"], ["head", "base"], ["base", "head"]]
+    expected = []
+    for r, order in enumerate(phases):
+        for side in order:
+            expected += [(side, "exactness")] if r == 0 else []
+            expected += [(side, key) for key in KEYS]
+    assert batches == expected
     assert len(second["rounds"]) == clocked.SECOND_ROUNDS
     assert set(second["rounds"][0]["base"]) == {"28672x8192 bfloat16"}
     assert found["measured_by"] == "the trusted clock" and first["bytes"] == {k: recorded.packed_bytes(k) for k in KEYS}
@@ -188,31 +193,12 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     assert [r.name for r in verdict.results if r.call == regression_rule.SLOWER] == ["28672x8192 bfloat16"]
 
 
-def test_several_processes_per_side_take_the_rounds_in_turn(monkeypatch, tmp_path):
-    base = recorded.history_run(recorded.SAME_KERNEL[0])
-    head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
-    names = [f"{side} {i}" for i in (1, 2) for side in clocked.SIDES]
-    ready = {name: {"ready": True, "peak_bytes": {f"{k} #0": 1 for k in KEYS}} for name in names}
-    opened = fake_session(monkeypatch, {"base": base, "head": head}, KEYS, ready)
-    staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
-    found = clocked.measure(staged, KEYS, per_side=2, log=lambda _: None)
-    assert found["processes_per_side"] == 2 and len(found["passes"]) == 2
-    assert [sides for sides, _ in opened] == [names, ["head 1", "base 1", "head 2", "base 2"]]
-    per_round = len(KEYS) * 2
-    batches = opened[0][1].batches
-    for r in range(clocked.FIRST_ROUNDS):
-        used = {name for name, _ in batches[r * per_round : (r + 1) * per_round]}
-        assert used == {f"base {r % 2 + 1}", f"head {r % 2 + 1}"}
-    with pytest.raises(ValueError, match="a call process at least"):
-        clocked.measure(staged, KEYS, per_side=0, log=lambda _: None)
-
-
 def test_a_side_that_never_got_ready_or_is_wrong_measures_nothing(monkeypatch, tmp_path):
     base = recorded.history_run(recorded.SAME_KERNEL[0])
     staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
     fake_session(monkeypatch, {"base": base, "head": base}, KEYS, {"base": {}, "head": {"error": "os._exit on import"}})
-    with pytest.raises(clocked.MeasureError, match=r"head.s process: os\._exit on import") as error:
-        clocked.measure(staged, KEYS, per_side=1, log=lambda _: None)
+    with pytest.raises(clocked.MeasureError, match=r"the head process: os\._exit on import") as error:
+        clocked.measure(staged, KEYS, log=lambda _: None)
     assert error.value.exit_code == 2
     fake_session(monkeypatch, {"base": base, "head": base}, KEYS)
     monkeypatch.setattr(
@@ -221,7 +207,7 @@ def test_a_side_that_never_got_ready_or_is_wrong_measures_nothing(monkeypatch, t
         lambda self, side: [{"shape": "m", "weight": "w", "check": "differs", "ok": side == "base"}],
     )
     with pytest.raises(clocked.MeasureError, match="head: m w: differs") as error:
-        clocked.measure(staged, KEYS, per_side=1, log=lambda _: None)
+        clocked.measure(staged, KEYS, log=lambda _: None)
     assert error.value.exit_code == 3
 
 
@@ -240,8 +226,8 @@ def test_a_side_runs_sandboxed_with_the_callers_packages_behind_the_staged_kerne
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache-regression"))
     monkeypatch.setattr(clocked.sandbox, "started", started)
     with contextlib.ExitStack() as stack:
-        launch = clocked.launcher(Staged("a" * 40, tmp_path / "stage"), stack, {})
-        assert launch(["python"], (7, 8)) == "a process"
+        launch = clocked.launcher(Staged("a" * 40, tmp_path / "stage"), {})
+        assert launch(["python"], (7, 8), stack) == "a process"
     own = tmp_path / "triton-cache-regression" / "sandboxed" / ("a" * 40)
     path = [str(tmp_path / "stage"), str(clocked.ROOT), "/opt/site-packages"]
     assert seen["env"]["PYTHONPATH"].split(":") == path and seen["fds"] == (7, 8)
