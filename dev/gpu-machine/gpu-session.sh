@@ -268,6 +268,31 @@ run_step() {
       done
       wait
       tar czf "$OUT/clock-runs.tgz" -C /tmp clock-runs ;;
+    judged-at:*)
+      # The gate of another commit's harness on this tree's attacks: judged-at:REV:ITEM,ITEM... (an
+      # item `honest` or an attack of harness/github/attacks.py), each planted on a scratch commit
+      # over REV and measured by REV's own `python3 -m harness gate --no-classic --kernel` in a
+      # clone at REV: the verdict an attack gets from that harness. After `repo`. Verdicts in
+      # judged-at.txt, each run's record and log in the archive.
+      spec=${step#judged-at:}; rev=${spec%%:*}; items=${spec#*:}
+      clone=/tmp/judged-$rev; mkdir -p /tmp/judged-runs
+      [ -d "$clone/.git" ] || git clone -q /tmp/repo "$clone" || exit 1
+      for item in $(echo "$items" | tr ',' ' '); do
+        ref=$rev
+        if [ "$item" != honest ]; then
+          ref=scratch-$item
+          (cd "$clone" && git checkout -q -B "$ref" "$rev" && python3 -c 'import sys; from pathlib import Path; from harness.github import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$clone" "$item" \
+            && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
+        fi
+        (cd "$clone" && git checkout -q "$rev" 2>/dev/null || git checkout -q --detach "$rev")
+        name="$rev-$item"; start=$SECONDS
+        (cd "$clone" && PYTHONPATH=$clone:/tmp/site python3 -m harness gate --no-classic --kernel "$ref" \
+          --json "/tmp/judged-runs/$name.json") > "/tmp/judged-runs/$name.log" 2>&1
+        code=$?
+        echo "judged at $rev: $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)|candidate processes|kept a CUDA" "/tmp/judged-runs/$name.log" | tr "\n" " " | cut -c1-500)" \
+          | tee -a "$OUT/judged-at.txt"
+      done
+      tar czf "$OUT/judged-runs.tgz" -C /tmp judged-runs ;;
     gap@*)
       # What separates the clock's figure from the in-process one, on GPU G (tools/probes/clock_gap.py).
       gpu=${step#gap@}

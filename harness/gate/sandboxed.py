@@ -122,5 +122,7 @@ def measure_in(session: judge.Session, record: dict, args) -> None:
     record["clock"].update(session.stats)
     measurement.log(
         f"{session.stats['calls']} calls timed, {session.stats['checks']} outputs checked; the closest call to its "
-        f"physical floor took {session.stats['closest_to_physics'] or 0:.2f}x it"
+        f"physical floor took {session.stats['closest_to_physics'] or 0:.2f}x it; {session.stats['candidate_processes']} "
+        f"candidate processes, {session.stats['starting_s']:.1f} s starting them, {session.stats['clearing_s']:.2f} s "
+        "waiting for the GPU to hold none of their contexts"
     )

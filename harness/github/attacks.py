@@ -16,6 +16,20 @@ runs them through the gate, and the rehearsal's ``hostile-<attack>`` scenarios t
 * ``skip``: a call into a given ``out`` does nothing after its first for that shape (memoized work:
   the output already there from an earlier call is taken as done).
 * ``unsynced``: ``torch.cuda.synchronize`` made a no-op, so a call answers before its work ends.
+
+GPU work that outlives a frozen process: each does every call's work twice and leaves more queued,
+to slow whatever is timed next (``torch.cuda.synchronize`` made its own stream's, so the worker's
+sync does not wait for it):
+
+* ``released``: each call queues sixteen more of itself on a stream of its own, behind a wait
+  (``cuStreamWaitValue32``) for its output slot to hold the reference's poison again: the work
+  starts when the next batch is poisoned and runs through the baseline's batches, and stalls in
+  the candidate's own, which overwrite the slot.
+* ``second-process``: the same, in a second process with a CUDA context of its own, which maps the
+  slots the clock lent (their descriptor kept when the worker opened them) and waits on the slot
+  its parent's last call wrote.
+* ``long-kernel``: right before a call answers, a burst of 400 calls' work on a stream of its own
+  (when the last has ended), so the last still runs once the process is frozen.
 """
 
 from __future__ import annotations
@@ -152,6 +166,132 @@ def _no_sync():
 _no_sync()
 """,
 }
+
+
+# What the GPU-work attacks share: twice the work per call, their own stream's sync in place of the
+# device's, and the driver's wait on a 32-bit word (flag 0x1: CU_STREAM_WAIT_VALUE_EQ).
+QUEUED = '''
+def _waiter():
+    import ctypes
+    wait = ctypes.CDLL("libcuda.so.1").cuStreamWaitValue32_v2
+    wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+    return wait
+def _queued_twice():
+    from . import api
+    import torch
+    once = api.dequantize
+    torch.cuda.synchronize = lambda device=None: torch.cuda.current_stream().synchronize()
+    kept = {}
+    def twice(W, quant_state=None, *, out=None):
+        once(W, quant_state, out=out)
+        got = once(W, quant_state, out=out)
+        if out is not None and out.is_cuda:
+            torch.cuda.current_stream().synchronize()
+            _after_call(W, quant_state, out, once, kept)
+        return got
+    api.dequantize = twice
+'''
+
+RELEASED = '''
+def _after_call(W, quant_state, out, once, kept):
+    import torch
+    if not kept:
+        kept.update(wait=_waiter(), side=torch.cuda.Stream(), events=[], scratch={})
+    events = kept["events"]
+    while events and events[0].query():
+        events.pop(0)
+    if len(events) > 256:  # the driver's queue is finite: a full one would block this call
+        return
+    scratch = kept["scratch"].setdefault((tuple(out.shape), out.dtype), torch.empty_like(out))
+    side = kept["side"]
+    with torch.cuda.stream(side):
+        kept["wait"](side.cuda_stream, out.data_ptr(), 0xFFFFFFFF, 1)
+        for _ in range(16):
+            once(W, quant_state, out=scratch)
+        event = torch.cuda.Event()
+        event.record(side)
+        events.append(event)
+_queued_twice()
+'''
+
+# The second process: it maps the slots the clock lent the worker (the descriptor kept when the
+# worker opened them) and queues, behind a wait on the slot its parent's last call wrote, copies of
+# its own; the parent tells it that slot's offset through a shared word.
+SECOND_PROCESS = """
+_slots = []
+def _keep_the_slots():
+    from harness.clock import regions
+    opened = regions.Region.open.__func__
+    def open_kept(cls, fd, size, device, read_only=False):
+        region = opened(cls, fd, size, device, read_only)
+        if not read_only and device == "cuda":
+            import torch
+            _slots[:] = [_os.dup(fd), size, region.view(0, torch.uint8, [size]).data_ptr()]
+        return region
+    regions.Region.open = classmethod(open_kept)
+_CHILD = '''
+import mmap, struct, sys, time, ctypes, torch
+from harness.clock.regions import Region
+fd, size, shared = (int(x) for x in sys.argv[1:4])
+slots = Region.open(fd, size, "cuda")
+base = slots.view(0, torch.uint8, [size]).data_ptr()
+word = mmap.mmap(shared, 8)
+wait = ctypes.CDLL("libcuda.so.1").cuStreamWaitValue32_v2
+wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+side = torch.cuda.Stream()
+a = torch.empty(1 << 27, dtype=torch.uint8, device="cuda")
+b = torch.empty_like(a)
+events = []
+while True:
+    while events and events[0].query():
+        events.pop(0)
+    while len(events) < 256:
+        with torch.cuda.stream(side):
+            wait(side.cuda_stream, base + struct.unpack("Q", word[:8])[0], 0xFFFFFFFF, 1)
+            for _ in range(16):
+                b.copy_(a)
+            event = torch.cuda.Event()
+            event.record(side)
+            events.append(event)
+    time.sleep(0.002)
+'''
+def _after_call(W, quant_state, out, once, kept):
+    import mmap, struct, subprocess, sys
+    if not _slots:
+        return
+    if not kept:
+        fd, size, base = _slots
+        shared = _os.memfd_create("beside")
+        _os.ftruncate(shared, 8)
+        word = mmap.mmap(shared, 8)
+        word[:8] = struct.pack("Q", out.data_ptr() - base)
+        argv = [sys.executable, "-c", _CHILD, str(fd), str(size), str(shared)]
+        kept.update(word=word, child=subprocess.Popen(argv, pass_fds=(fd, shared)))
+    kept["word"][:8] = struct.pack("Q", out.data_ptr() - _slots[2])
+_keep_the_slots()
+_queued_twice()
+"""
+
+LONG_KERNEL = '''
+def _after_call(W, quant_state, out, once, kept):
+    import torch
+    if not kept:
+        kept.update(side=torch.cuda.Stream(), event=None, scratch={})
+    if kept["event"] is not None and not kept["event"].query():
+        return  # the last burst still runs
+    scratch = kept["scratch"].setdefault((tuple(out.shape), out.dtype), torch.empty_like(out))
+    side = kept["side"]
+    with torch.cuda.stream(side):
+        for _ in range(400):
+            once(W, quant_state, out=scratch)
+        kept["event"] = torch.cuda.Event()
+        kept["event"].record(side)
+_queued_twice()
+'''
+
+ATTACKS.update(
+    {"released": QUEUED + RELEASED, "second-process": QUEUED + SECOND_PROCESS, "long-kernel": QUEUED + LONG_KERNEL}
+)
 
 
 def plant(tree: Path, name: str) -> str:

@@ -1,8 +1,16 @@
-"""The GPU test job: correctness judged by this checkout's tests (the default branch's), on a pull
-request's kernel, in bubblewrap's sandbox; then the PR's own suite, sandboxed too, as a second signal.
+"""The GPU test job: correctness judged on the trusted side first, then by this checkout's tests (the
+default branch's), on a pull request's kernel, in bubblewrap's sandbox; then the PR's own suite,
+sandboxed too, as a further signal.
 
-    python -m harness gpu-tests CANDIDATE [--no-sandbox] [-- PYTEST_ARGS...]
+    python -m harness gpu-tests CANDIDATE [--no-sandbox] [--device cuda|cpu] [-- PYTEST_ARGS...]
 
+0. **The reference process's check** (``checked_by_the_reference``): the trusted clock's session over
+   the exactness matrix (``clock/inputs.py``: NF4 and FP4, nested and plain absmax, fp16/bf16/fp32,
+   blocksizes 64 to 4096, sizes no row or block divides, the transposed packing), the candidate
+   writing each output into a slot the reference then compares bit for bit with bitsandbytes'
+   (``torch.equal``), in a process that never imports the candidate. Pytest runs inside the
+   candidate's process, where its ``__init__.py`` can rewrite the reports: its passes are the
+   candidate's word, so they can fail the job, never pass a wrong kernel (docs/gpu-approval.md).
 1. **This checkout's kernel tests** (``tests/`` without ``tests/harness``: FP4, fp32 output, plain
    absmax, odd sizes, ``out=``, the transposed packing, ``patch()``) against CANDIDATE's
    ``nf4kernel/`` staged alone (``kernel_source.py``: its committed ``.py`` files), first on the path.
@@ -13,11 +21,13 @@ request's kernel, in bubblewrap's sandbox; then the PR's own suite, sandboxed to
    sandboxed. Those it left as they are ran in step 1 on the same kernel.
 
 Each run is ``python -m pytest -n auto -p no:cacheprovider`` inside the sandbox (``sandbox.py``):
-nothing of the job's is visible, nothing it could write outlives it, no network. Both run even if
-the first fails; the exit code is the first failure's (pytest's: 1 tests failed, 4 the kernel is
-not the staged one, 5 no tests ran), 0 when both passed, 2 for bad arguments or a CANDIDATE with no
-kernel to stage, 126 when there is no sandbox here (``--no-sandbox`` runs without: the overhead's
-measurement, a machine without bubblewrap; the workflow never passes it).
+nothing of the job's is visible, nothing it could write outlives it, no network. All run even if
+one fails; the exit code is the first failure's (3 an output the reference found wrong, or a kernel
+it could not check; pytest's: 1 tests failed, 4 the kernel is not the staged one, 5 no tests ran),
+0 when all passed, 2 for bad arguments or a CANDIDATE with no kernel to stage, 126 when there is no
+sandbox here (``--no-sandbox`` runs without: the overhead's measurement, a machine without
+bubblewrap; the workflow never passes it). ``--device cpu`` checks in Triton's interpreter (the
+CPU tests' path; the workflow's is the GPU).
 """
 
 from __future__ import annotations
@@ -29,10 +39,46 @@ import time
 from pathlib import Path
 
 from harness.core import command_output, kernel_source, sandbox
+from harness.core import markdown as md
 from harness.core.paths import ROOT
 
 TIMEOUT_S = 1500
 PYTEST = ["-m", "pytest", "-n", "auto", "-p", "no:cacheprovider"]
+EXIT_WRONG = 3  # the reference process found an output wrong, or could not check the kernel
+
+
+def checked_by_the_reference(kernel: kernel_source.Staged, cache: Path, device: str, no_sandbox: bool) -> int:
+    """The staged kernel on the exactness matrix, each output checked by the clock's reference
+    process: 0 when every one is bit for bit bitsandbytes', else EXIT_WRONG, said in one line."""
+    from harness.clock import judge, processes
+
+    print(f"gpu-tests: the reference process checks {kernel.describe()} on the exactness matrix", flush=True)
+    extra = {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
+    inside = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache), **extra}
+    view = {"read": [kernel.path, ROOT], "write": [cache], "env": inside}
+
+    def sandboxed(argv, fds, held):
+        return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
+
+    launch = processes.plain(judge.trusted_env(inside)) if no_sandbox else sandboxed
+    trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
+    try:
+        with judge.session({"nf4kernel": ("nf4kernel", launch)}, {"device": device, "matrix": True}, trusted) as (
+            session,
+            _,
+        ):
+            session.quiet = device == "cuda"
+            entries = session.exactness("nf4kernel")
+    except ValueError as error:
+        print(f"gpu-tests: the reference process could not check the kernel: {md.line(error, limit=None)}", flush=True)
+        return EXIT_WRONG
+    wrong = [e for e in entries if not e["ok"]]
+    if wrong:
+        said = wrong[0].get("reason") or "differs from bitsandbytes'"
+        print(f"gpu-tests: wrong output: {wrong[0]['shape']} {wrong[0]['weight']}: {said} (exit 3)", flush=True)
+        return EXIT_WRONG
+    print(f"gpu-tests: {len(entries)} outputs bit for bit bitsandbytes', checked by the reference process", flush=True)
+    return 0
 
 
 def run(label: str, argv: list[str], *, no_sandbox: bool, cwd: Path, read: list[Path], cache: Path, env: dict) -> int:
@@ -70,6 +116,9 @@ def main(argv=None) -> int:
     parser = command_output.Parser(prog="python -m harness gpu-tests", description=__doc__.split("\n\n")[0])
     parser.add_argument("candidate", type=Path, help="the PR's checkout (the approved commit)")
     parser.add_argument("--no-sandbox", action="store_true", help="run without bubblewrap (the workflow never does)")
+    parser.add_argument(
+        "--device", choices=("cuda", "cpu"), default="cuda", help="where the reference checks (cpu: the interpreter)"
+    )
     argv = list(sys.argv[1:] if argv is None else argv)
     cut = argv.index("--") if "--" in argv else len(argv)  # after --: both pytest runs' own arguments
     args, extra = parser.parse_args(argv[:cut]), argv[cut + 1 :]
@@ -88,6 +137,7 @@ def main(argv=None) -> int:
                 "NF4KERNEL_UNDER_TEST": str(kernel.path),
                 **sandbox.cache_env(cache),
             }
+            trusted = checked_by_the_reference(kernel, cache, args.device, args.no_sandbox)
             # -o pythonpath=: pyproject's pythonpath = ["."] would put this checkout's nf4kernel first.
             ours = [sys.executable, *PYTEST, "-o", "pythonpath=", "--rootdir", str(ROOT), str(ROOT / "tests")]
             ours += ["--ignore", str(ROOT / "tests" / "harness"), *extra]
@@ -120,4 +170,4 @@ def main(argv=None) -> int:
     except kernel_source.SourceError as error:
         print(f"gpu-tests: {' '.join(str(error).splitlines())} (exit 2)", file=sys.stderr)
         return 2
-    return first or second
+    return trusted or first or second

@@ -105,6 +105,15 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
     return found
 
 
+def started(session: judge.Session) -> str:
+    """What a pass's new processes cost: a line of the log."""
+    stats = session.stats
+    return (
+        f"regression: {stats['candidate_processes']} kernel processes started in {stats['starting_s']:.1f} s, "
+        f"{stats['clearing_s']:.2f} s waiting for the GPU to hold none of an ended one's contexts"
+    )
+
+
 def exact(session: judge.Session, side: str) -> None:
     """``side``'s kernel checked on the exactness matrix and every copy, in the process that goes
     on to its batches; MeasureError (exit 3) naming the first wrong output."""
@@ -160,11 +169,13 @@ def measure(
         with measuring(staged, keys, device) as (session, ready):
             record["device"] = session.facts.get("name", device)
             record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
+            log(started(session))
         again = rule.suspects(rule.judge(record["passes"][0], min_change, min_group_change))
         if again:
             log(f"regression: {len(again)} of {len(keys)} to measure again in new processes: {', '.join(again)}")
             with measuring(staged, keys, device, swapped=True) as (session, ready):
                 record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
+                log(started(session))
     except judge.NotStarted as failure:
         raise MeasureError(failure.entry["reason"]) from None
     except judge.Failed as failure:

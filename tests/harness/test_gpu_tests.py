@@ -59,6 +59,8 @@ def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sand
         "harness",
         "gpu-tests",
         str(ROOT),
+        "--device",
+        "cpu",
         "--",
         "-q",
         "-n",
@@ -70,7 +72,29 @@ def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sand
     out = done.stdout + done.stderr
     assert done.returncode == 0, out[-3000:]
     assert "the default branch's kernel tests on nf4kernel of" in out and "passed" in out
+    assert "outputs bit for bit bitsandbytes', checked by the reference process" in out
     assert "nothing more to run" in out
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(sandbox.why_not() is not None, reason=f"no sandbox here: {sandbox.why_not()}")
+def test_a_wrong_kernel_whose_pytest_reports_are_forged_fails_the_job_on_the_reference_s_word(tmp_path):
+    """The report attack rewrites pytest's reports in its own process, so its suite "passes"; the
+    job's verdict rests on the reference process's check, which the candidate can't reach."""
+    from harness.github import attacks
+
+    pr = tmp_path / "pr"
+    subprocess.run(["git", "clone", "-q", "--local", str(ROOT), str(pr)], check=True)
+    attacks.plant(pr, "report")
+    git = ["git", "-C", str(pr), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-qam", "the report attack"], check=True)
+    command = [sys.executable, "-m", "harness", "gpu-tests", str(pr), "--device", "cpu"]
+    command += ["--", "-q", "-n", "0", "-k", "test_public_api"]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    out = done.stdout + done.stderr
+    assert done.returncode == gpu_tests.EXIT_WRONG, out[-3000:]
+    assert "wrong output: exactness matrix nf4 nested bf16 64: nf4kernel's output differs" in out, out[-3000:]
+    assert "kernel tests on nf4kernel of" in out and "exit 0 in" in out  # its forged suite still "passed"
 
 
 def test_bad_arguments_are_one_line_and_exit_2(tmp_path):
