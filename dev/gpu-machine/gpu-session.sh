@@ -281,8 +281,9 @@ run_step() {
         ref=$rev
         if [ "$item" != honest ]; then
           ref=scratch-$item
-          (cd "$clone" && git checkout -q -B "$ref" "$rev" && python3 -c 'import sys; from pathlib import Path; from harness.github import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$clone" "$item" \
-            && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
+          # planted with this tree's attacks.py (REV's may lack the attack): from /tmp/repo, not the clone
+          (cd "$clone" && git checkout -q -B "$ref" "$rev") && (cd /tmp/repo && python3 -c 'import sys; from pathlib import Path; from harness.github import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$clone" "$item") \
+            && (cd "$clone" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
         fi
         (cd "$clone" && git checkout -q "$rev" 2>/dev/null || git checkout -q --detach "$rev")
         name="$rev-$item"; start=$SECONDS
