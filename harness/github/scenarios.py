@@ -186,13 +186,13 @@ SCENARIOS = {
     ),
     **{
         f"hostile-{name}": Scenario(
-            f"a PR whose nf4kernel/__init__.py carries issue 46's {name!r} attack (harness/github/attacks.py): the "
+            f"a PR whose nf4kernel/__init__.py carries the {name!r} attack (harness/github/attacks.py): the "
             "trusted clock and the reference process judge it, so the gate fails and gpu: failure is posted",
             functools.partial(attacks.plant, name=name),
             {"approve": "success", "gate": "failure", "report": "success"},
             "failure",
         )
-        for name in ("timers", "report", "skip", "unsynced", "slow-baseline", "exit", "record")
+        for name in attacks.ATTACKS
     },
     "push": Scenario(
         "a push to main: gpu-tests, the gate and the history run; the results branch gains the commit; "
