@@ -281,7 +281,7 @@ def rehearse(session: nox.Session) -> None:
     Exits 4 without an NVIDIA GPU."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
     install(session, "-r", HARNESS_REQUIREMENTS)
-    run_keeping_exit_code(session, "python", "-m", "harness", "rehearse", *session.posargs)
+    run_keeping_exit_code(session, "python", "-m", "dev.rehearsal", "rehearse", *session.posargs)
 
 
 @nox.session(default=False)
@@ -299,7 +299,7 @@ def act(session: nox.Session) -> None:
 
     setup-python's download is replaced by a labelled stand-in: ``nox -s act -- lint tests``."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "harness", "act-ci", *session.posargs)
+    session.run("python", "-m", "dev.rehearsal", "act-ci", *session.posargs)
 
 
 @nox.session(default=True)
@@ -309,7 +309,7 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("actionlint")  # reads .github/actionlint.yaml for the self-hosted runner's labels
-    session.run("zizmor", "--offline", ".github/", "harness/github/standins/")  # and act's local stand-in actions
+    session.run("zizmor", "--offline", ".github/", "dev/rehearsal/standins/")  # and act's local stand-in actions
 
 
 # The kernel's tests a torch or Triton release can change: every layout, dtype and size against

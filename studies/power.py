@@ -1,5 +1,5 @@
 """The regression check's power and false alarms, measured on a GPU: no-op runs and a ladder of
-planted slowdowns of known size (``harness/github/plants/``).
+planted slowdowns of known size (``dev/rehearsal/plants/``).
 
     python -m studies.power noop --runs 10 --out benchmarks/results/regression-power/h100
     python -m studies.power ladder --out DIR [--plants large-5pct large-10pct large-20pct all-5pct]
@@ -54,16 +54,16 @@ from harness.regression import cli as regression
 from harness.regression import clocked
 from harness.regression import rule as regression_rule
 
-PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # harness/github/plants/<name>.patch
+PLANTS = ("large-5pct", "large-10pct", "large-20pct", "all-5pct")  # dev/rehearsal/plants/<name>.patch
 RESAMPLED = "resampled-noops.json"  # resample's result, in --out
 PROGRESS_SECONDS = 30.0  # resample's progress: a line at most this often
 _upper_95 = stats.rate_upper_95  # the false-alarm rate's one-sided 95% upper bound (Clopper-Pearson)
 
 
 def planted_commit(plant: str) -> str:
-    """A commit of HEAD with ``harness/github/plants/<plant>.patch`` applied, made in a throwaway worktree
+    """A commit of HEAD with ``dev/rehearsal/plants/<plant>.patch`` applied, made in a throwaway worktree
     (the object stays in this repository; no branch points at it)."""
-    patch = ROOT / "harness" / "github" / "plants" / f"{plant}.patch"
+    patch = ROOT / "dev" / "rehearsal" / "plants" / f"{plant}.patch"
     with tempfile.TemporaryDirectory(prefix=f"plant-{plant}-") as tmp:
         tree = Path(tmp) / "tree"
         git = ["git", "-C", str(ROOT)]

@@ -4,7 +4,7 @@
 #   bash dev/gpu-machine/gpu-session.sh env tests sweep perf gate
 #   bash dev/gpu-machine/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
 #   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
-#   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (harness/github/rehearse.py), in a fresh clone
+#   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (dev/rehearsal/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
 #   bash dev/gpu-machine/gpu-session.sh repo 'rehearse:noop@0,1&' 'rehearse:hostile-timers@2&' 'aa-regression:5@3&' wait
 #   bash dev/gpu-machine/gpu-session.sh repo gaps@0 'clock:honest,honest-old@0'   # the clock's figure against the in-process one
@@ -28,9 +28,9 @@ for deb in .gpu-bundle/bubblewrap_*.deb; do [ -x /tmp/bw/usr/bin/bwrap ] || [ ! 
 [ -x /tmp/bw/usr/bin/bwrap ] && export PATH=/tmp/bw/usr/bin:$PATH
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
-# plant ATTACK: harness/github/attacks.py's attack appended to this checkout's nf4kernel/__init__.py.
+# plant ATTACK: dev/rehearsal/attacks.py's attack appended to this checkout's nf4kernel/__init__.py.
 plant() {
-  python3 -c 'import sys; from pathlib import Path; from harness.github import attacks
+  python3 -c 'import sys; from pathlib import Path; from dev.rehearsal import attacks
 try: attacks.plant(Path("."), sys.argv[1])
 except ValueError as error: sys.exit(f"plant: {error}")' "$1"
 }
@@ -88,7 +88,7 @@ run_step() {
       # Two scratch commits on top of main, never pushed: a planted ~2x slowdown (every planned
       # launch made twice) and a no-op. The first must exit 1 naming what got slower, the second 0.
       base=$(git rev-parse main)
-      git checkout -q -B scratch-slow "$base" && git apply harness/github/plants/2x.patch \
+      git checkout -q -B scratch-slow "$base" && git apply dev/rehearsal/plants/2x.patch \
         && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: every planned launch twice (planted 2x)"
       git checkout -q -B scratch-noop "$base" && git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op"
       git checkout -q main
@@ -233,7 +233,7 @@ run_step() {
       tar czf "$OUT/overhead-logs.tgz" -C /tmp overhead-logs ;;
     clock:*)
       # Issue 46: the gate's verdict (python -m harness gate --no-classic --kernel REF) on scratch
-      # commits over main, each planted with one attack of harness/github/attacks.py, in lanes of one
+      # commits over main, each planted with one attack of dev/rehearsal/attacks.py, in lanes of one
       # GPU each, beside each other: clock:LANE0/LANE1, a lane being items joined by commas, an item
       # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
       # that imports the kernel (--no-sandbox: the design before the trusted clock). After `repo`.
@@ -270,7 +270,7 @@ run_step() {
       tar czf "$OUT/clock-runs.tgz" -C /tmp clock-runs ;;
     judged-at:*)
       # The gate of another commit's harness on this tree's attacks: judged-at:REV:ITEM,ITEM... (an
-      # item `honest` or an attack of harness/github/attacks.py), each planted on a scratch commit
+      # item `honest` or an attack of dev/rehearsal/attacks.py), each planted on a scratch commit
       # over REV and measured by REV's own `python3 -m harness gate --no-classic --kernel` in a
       # clone at REV: the verdict an attack gets from that harness. After `repo`. Verdicts in
       # judged-at.txt, each run's record and log in the archive.
@@ -282,7 +282,7 @@ run_step() {
         if [ "$item" != honest ]; then
           ref=scratch-$item
           # planted with this tree's attacks.py (REV's may lack the attack): from /tmp/repo, not the clone
-          (cd "$clone" && git checkout -q -B "$ref" "$rev") && (cd /tmp/repo && python3 -c 'import sys; from pathlib import Path; from harness.github import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$clone" "$item") \
+          (cd "$clone" && git checkout -q -B "$ref" "$rev") && (cd /tmp/repo && python3 -c 'import sys; from pathlib import Path; from dev.rehearsal import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$clone" "$item") \
             && (cd "$clone" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
         fi
         (cd "$clone" && git checkout -q "$rev" 2>/dev/null || git checkout -q --detach "$rev")
@@ -325,7 +325,7 @@ run_step() {
     aa-regression:* | regression-plant:*)
       # Issue 46's A/A: gpu.yml's regression job (nox -s regression -- BASE HEAD) of main against a
       # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. With
-      # regression-plant:PLANT@G, once against main with harness/github/plants/PLANT.patch applied
+      # regression-plant:PLANT@G, once against main with dev/rehearsal/plants/PLANT.patch applied
       # (host-sync, 2x: what it must call slower). Each run's exit, wall time and verdict in
       # aa-regression.txt; its summary, record and log in the archive, one folder per step.
       # AA_PROCESSES=P: P call processes per kernel (regression's --processes), instead of the policy's.
@@ -338,7 +338,7 @@ run_step() {
         if [ "$head" = scratch-noop ]; then
           git -c user.name=gpu -c user.email=gpu@localhost commit -q --allow-empty -m "scratch: no-op"
         else
-          git apply "harness/github/plants/${head#scratch-}.patch" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $head"
+          git apply "dev/rehearsal/plants/${head#scratch-}.patch" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $head"
         fi && git checkout -q main
       ) || exit 1
       for i in $(seq "$runs"); do
@@ -379,10 +379,10 @@ run_step() {
       python3 -m harness gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
-        git apply "harness/github/plants/$plant.patch" || exit 1
+        git apply "dev/rehearsal/plants/$plant.patch" || exit 1
         python3 -m harness gate --no-classic --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
-        git apply -R "harness/github/plants/$plant.patch" || exit 1
+        git apply -R "dev/rehearsal/plants/$plant.patch" || exit 1
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     aa) timed python3 -m harness gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;

@@ -154,9 +154,7 @@ class Session:
         self.stats["clearing_s"] += time.monotonic() - began
         if left:
             pids = ", ".join(str(p) for p in sorted(left))
-            raise failed(
-                "-", "-", f"a process the clock did not start kept a CUDA context on the GPU (NVML: {pids})"
-            )
+            raise failed("-", "-", f"a process the clock did not start kept a CUDA context on the GPU (NVML: {pids})")
 
     def label(self, weight: int) -> str:
         """The weight's name within its shape: ``up #0`` (Challenge A), ``#1`` (a suite weight), or
@@ -307,7 +305,9 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
 
         def start(name: str) -> processes.Process:
             impl, launch = launchers[name]
-            process = processes.start(f"the {name} process", ["harness._process", "worker", impl], launch, core_of[name])
+            process = processes.start(
+                f"the {name} process", ["harness._process", "worker", impl], launch, core_of[name]
+            )
             stack.callback(processes.end, process)
             process.sock.settimeout(setup_timeout)
             messages.send(process.sock, handout, fds)

@@ -120,9 +120,10 @@ def measure_in(session: judge.Session, record: dict, args) -> None:
             record.pop(key, None)
         record["rounds"] = record["rounds_first"]
     record["clock"].update(session.stats)
+    stats = session.stats
     measurement.log(
-        f"{session.stats['calls']} calls timed, {session.stats['checks']} outputs checked; the closest call to its "
-        f"physical floor took {session.stats['closest_to_physics'] or 0:.2f}x it; {session.stats['candidate_processes']} "
-        f"candidate processes, {session.stats['starting_s']:.1f} s starting them, {session.stats['clearing_s']:.2f} s "
-        "waiting for the GPU to hold none of their contexts"
+        f"{stats['calls']} calls timed, {stats['checks']} outputs checked; the closest call to its physical floor "
+        f"took {stats['closest_to_physics'] or 0:.2f}x it; {stats['candidate_processes']} candidate processes, "
+        f"{stats['starting_s']:.1f} s starting them, {stats['clearing_s']:.2f} s waiting for the GPU to hold none "
+        "of their contexts"
     )

@@ -1,5 +1,5 @@
 """The fleet's scheduled jobs (.github/workflows/fleet.yml), their scripts run against stand-ins on
-127.0.0.1 for GitHub's REST API and the container registry (as harness/github/fake_github.py stands in
+127.0.0.1 for GitHub's REST API and the container registry (as dev/rehearsal/fake_github.py stands in
 for the API the GPU workflows call): update.py refresh (GitHub's meta API), runner_version.py (the
 runner's releases and its image's digest), propose.py (a branch and a pull request, or an issue where
 the token may not open one). Each runs on a copy of the files it rewrites, never on the checkout's."""

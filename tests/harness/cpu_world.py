@@ -1,4 +1,4 @@
-"""gpu.yml and history.yml on the CPU, as the rehearsal runs them on a GPU (harness/github/rehearse.py:
+"""gpu.yml and history.yml on the CPU, as the rehearsal runs them on a GPU (dev/rehearsal/rehearse.py:
 act, the stand-in actions, the stand-in GitHub API), with only the steps that need a GPU put in
 place: each measuring step copies a measurement recorded on an H200 to where the real step writes
 its own, and the test steps say where they would have run. Everything else is the real step: the
@@ -16,7 +16,7 @@ from pathlib import Path
 import recorded as recorded_samples
 import yaml
 
-from harness.github import rehearsal_world
+from dev.rehearsal import rehearsal_world
 
 ROOT = Path(__file__).resolve().parents[2]
 GATE_RECORDS = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa"  # one H200 session

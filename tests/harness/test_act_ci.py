@@ -1,12 +1,13 @@
 """ci.yml's real lint job (ruff, actionlint, zizmor, the pin check), run on this machine by nektos act
-through harness/github/act_ci.py, with setup-python's labelled stand-in. The test legs take minutes each:
+through dev/rehearsal/act_ci.py, with setup-python's labelled stand-in. The test legs take minutes each:
 `nox -s act -- tests` runs the one of this machine's Python."""
 
 from __future__ import annotations
 
 import pytest
 
-from harness.github import act, act_ci, pins
+from dev.rehearsal import act, act_ci
+from harness.github import pins
 
 # Where nox installed requirements/ci-tools.txt, a missing act raises here: loud, not a skip.
 if (reason := act.why_not_here()) is not None:

@@ -37,11 +37,12 @@ import recorded
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from dev.rehearsal import __main__ as workshop
+from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness import __main__ as program
 from harness.core import records
 from harness.gate import measurement
 from harness.github import approval, pins
-from harness.github.fake_github import FakeGitHub, Pull, Serving
 from harness.regression import clocked
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -561,7 +562,7 @@ def test_targets_given_any_arguments_answers_with_an_exit_code(nothing_compiled,
 
 @pytest.fixture
 def no_job_run(monkeypatch):
-    from harness.github import act_ci
+    from dev.rehearsal import act_ci
 
     monkeypatch.setattr(act_ci, "run_job", lambda job, workflow, **kwargs: True)
     return act_ci
@@ -572,7 +573,7 @@ def no_job_run(monkeypatch):
 @example(argv=["--help"])
 @example(argv=["\udcff"])
 def test_act_ci_given_any_arguments_answers_with_an_exit_code(no_job_run, argv):
-    code, out, err = run(program.main, ["act-ci", *argv])
+    code, out, err = run(no_job_run.main, argv)
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
     if "--help" in argv or "-h" in argv:
         assert code in {0, 2}  # 0 for the help itself; 2 where a bad word came first
@@ -653,7 +654,8 @@ def test_the_private_entry_point_given_any_arguments_refuses_in_one_line(argv):
 # The commands above have tests of their own, with stand-ins for their measuring; these get one test:
 # up to five words from their own --help (options, sub-commands, choices) and ARGUMENT's text.
 COVERED_ABOVE = {"gate", "regression", "pins", "approval", "site", "act-ci"}
-EVERY_OTHER = sorted(set(program.COMMANDS) - COVERED_ABOVE)
+PROGRAMS = {"harness": program, "dev.rehearsal": workshop}  # the workshop's program is held alike
+EVERY_OTHER = sorted((name, c) for name, p in PROGRAMS.items() for c in p.COMMANDS if c not in COVERED_ABOVE)
 
 
 class Started(BaseException):
@@ -700,11 +702,11 @@ def nothing_started(monkeypatch, workdir):
 
 
 @functools.cache
-def own_words(command: str) -> tuple[list[str], list[str]]:
+def own_words(name: str, command: str) -> tuple[list[str], list[str]]:
     """The sub-commands and choices a command's --help names, and the options of it and of each."""
 
     def help_of(argv):
-        _, out, err = run(program.main, argv)
+        _, out, err = run(PROGRAMS[name].main, argv)
         return out + err
 
     text = help_of([command, "--help"])
@@ -716,10 +718,10 @@ def own_words(command: str) -> tuple[list[str], list[str]]:
 
 
 @HUNDRED
-@pytest.mark.parametrize("command", EVERY_OTHER)
+@pytest.mark.parametrize(("name", "command"), EVERY_OTHER)
 @given(data=st.data())
-def test_every_other_command_given_any_arguments_answers_with_an_exit_code(nothing_started, command, data):
-    choices, options = own_words(command)
+def test_every_other_command_given_any_arguments_answers_with_an_exit_code(nothing_started, name, command, data):
+    choices, options = own_words(name, command)
     value = ARGUMENT | st.sampled_from(MORE_WORDS)
     first = st.sampled_from(choices).map(lambda word: [word]) if choices else st.just([])
     with_value = st.tuples(st.sampled_from(options), value).map(list)
@@ -727,7 +729,7 @@ def test_every_other_command_given_any_arguments_answers_with_an_exit_code(nothi
     picks = data.draw(st.tuples(first | st.just([]), st.lists(pick, max_size=4)))
     argv = [*picks[0], *(word for each in picks[1] for word in each)]
     try:
-        code, out, err = run(program.main, [command, *argv])
+        code, out, err = run(PROGRAMS[name].main, [command, *argv])
     except Started:
         return
     assert code in {0, 1, 2, 3, 4} and "Traceback" not in out + err, (argv, code, out, err)

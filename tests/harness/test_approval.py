@@ -7,8 +7,8 @@ import json
 
 import pytest
 
+from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness.github import approval
-from harness.github.fake_github import FakeGitHub, Pull, Serving
 
 REPO = "nf4kernel/nf4kernel"
 HEAD, BASE = "a" * 40, "b" * 40

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from another_gpu_type import add_another_gpu_type
 
-from harness.github.fake_github import FakeGitHub, Pull, Serving
+from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness.history import changepoint_rule, changepoint_series, changepoints
 from studies import changepoint_power
 

@@ -1,6 +1,6 @@
 """The trusted clock (issue 46): the batches it draws, and on the CPU the whole protocol (reference,
 call processes, regions lent by descriptor, the channel), honest and under issue 46's attack set
-(``harness/github/attacks.py``). Each attack is shown fooling a figure taken in the process that
+(``dev/rehearsal/attacks.py``). Each attack is shown fooling a figure taken in the process that
 imported it (the design before the clock) and failing, or changing nothing, against the clock."""
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from dev.rehearsal import attacks
 from harness.clock import channel as ch
 from harness.clock import judge, plan, processes
 from harness.core.paths import ROOT
-from harness.github import attacks
 
 SETUP = {"device": "cpu", "challenge": [[64, 128, "bfloat16", 1]], "matrix": True, "working_set": 100_000}
 

@@ -10,7 +10,7 @@ exit code (random and hostile argument lists for the same programs: test_any_inp
   has a wheel for every leg", exit 0).
 * A regression record with a pass of one round: refused, exit 2 (was PASS).
 * ``python -m studies.sweep``/``perf``: their usage names them as they are typed (was
-  ``sweep.py``); ``python -m harness act-ci --help`` exits 0 (was 2).
+  ``sweep.py``); ``python -m dev.rehearsal act-ci --help`` exits 0 (was 2).
 * asv's last line before the site plugin's own ("Writing index") ends before the plugin prints.
 """
 
@@ -27,7 +27,8 @@ from pathlib import Path
 import pytest
 import recorded
 
-from harness.github import act_ci, pins
+from dev.rehearsal import act_ci
+from harness.github import pins
 from harness.history import asv_site, site
 from harness.regression import cli as regression
 
@@ -214,9 +215,9 @@ def test_the_tuning_commands_refuse_what_the_kernel_cannot_run_before_looking_fo
 def test_act_ci_help_exits_0_and_a_bad_option_2_in_one_line(monkeypatch):
     monkeypatch.setattr(act_ci, "run_job", lambda *args, **kwargs: pytest.fail("ran a job"))
     code, out, _ = run(act_ci.main, ["--help"])
-    assert code == 0 and out.startswith("usage: python -m harness act-ci ")
+    assert code == 0 and out.startswith("usage: python -m dev.rehearsal act-ci ")
     code, out, err = run(act_ci.main, ["--no-such-option"])
-    assert code == 2 and not out and one_line(err).startswith("python -m harness act-ci: error: ")
+    assert code == 2 and not out and one_line(err).startswith("python -m dev.rehearsal act-ci: error: ")
 
 
 # --- asv's last line, then the site plugin's ------------------------------------------------------------

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from dev.rehearsal import attacks
 from harness.core import git
-from harness.github import attacks
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDED_GATE = ROOT / "tests" / "fixtures" / "gate" / "issue10" / "planted-and-aa" / "planted-base.json"
@@ -165,7 +165,9 @@ DOCUMENTED = [
         "python -m studies.changepoint_power --draws 20 --only '^$'",
     ),
     # SCENARIO: noop (the nox -s rehearse entries below run all four).
-    Documented("python -m harness rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m harness rehearse noop"),
+    Documented(
+        "python -m dev.rehearsal rehearse SCENARIO", 4, REHEARSE_NO_GPU, "python -m dev.rehearsal rehearse noop"
+    ),
     Documented("nox -s gate", 4, GATE_NO_GPU),
     Documented("nox -s bench -- --store", 4, "--store needs a CUDA GPU"),
     # nox runs a session in the noxfile's folder: a relative gate.json would land in the checkout.
@@ -265,7 +267,7 @@ def test_a_gpu_command_says_why_in_one_line(args, code, why, tmp_path):
         (["-m", "harness", "gate", "--replay", "nonexistent.json"], 2, "--replay nonexistent.json"),
         (["-m", "harness", "regression", "no-such-ref", "HEAD"], 2, "neither a commit"),
         (["-m", "harness", "backfill", "nothing..here"], 2, "not a revision range here"),
-        (["-m", "harness", "rehearse"], 2, "--list names each one"),
+        (["-m", "dev.rehearsal", "rehearse"], 2, "--list names each one"),
     ],
     ids=["gate-rounds", "gate-replay-missing", "regression-unknown-ref", "backfill-bad-range", "rehearse-no-scenario"],
 )
@@ -298,7 +300,7 @@ def test_what_needs_no_gpu_does_its_job(tmp_path):
     assert replayed.returncode == 0 and said(replayed).strip().endswith("PASS")
     listed = run(sys.executable, "-m", "harness", "history", "list", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
-    scenarios = run(sys.executable, "-m", "harness", "rehearse", "--list", cwd=tmp_path)
+    scenarios = run(sys.executable, "-m", "dev.rehearsal", "rehearse", "--list", cwd=tmp_path)
     listed = [line.split()[0] for line in scenarios.stdout.splitlines()]
     assert scenarios.returncode == 0 and {"noop", "slow", "self-pass", "hostile", "push"} <= set(listed)
     assert len([name for name in listed if name.startswith("hostile-")]) == len(attacks.ATTACKS)  # issue 46's set

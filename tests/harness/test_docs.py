@@ -596,7 +596,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
         "# A page\n\nSee [the gate](speed-gate.md#the-decision-harnessgatedecisionpy), [gone](no-such.md),\n"
         '[no anchor](speed-gate.md#no-such-section), https://exa mple, and README, "No such heading".\n'
         "`harness/gate/cli.py`, `harness/no_such.py`, `gpu.yml`, `no-such.yml` and `python -m harness gate --aa`.\n\n"
-        "```bash\npython3 -m nox --no-venv -s rehearse -- noop|slow  # or: python -m harness rehearse SCENARIO\n"
+        "```bash\npython3 -m nox --no-venv -s rehearse -- noop|slow  # or: python -m dev.rehearsal rehearse SCENARIO\n"
         "nox -s backfill -- main~10..main [--store] && export X=1\n```\n"
     )
     assert [block.lang for block in blocks(text)] == [None, "bash"]
@@ -629,7 +629,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
         "python -m harness gate --aa",
         "nox -s rehearse -- noop",
         "nox -s rehearse -- slow",
-        "python -m harness rehearse SCENARIO",
+        "python -m dev.rehearsal rehearse SCENARIO",
         "nox -s backfill -- main~10..main --store",
     ]
 

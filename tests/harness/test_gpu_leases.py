@@ -1,4 +1,4 @@
-"""A rehearsal of several runners on one machine (harness/github/gpu_leases.py): a job holds one GPU for
+"""A rehearsal of several runners on one machine (dev/rehearsal/gpu_leases.py): a job holds one GPU for
 its whole length, no two running jobs hold the same one, a job waits while all are held, and the
 rehearsal's world runs as many jobs at a time as it has GPUs."""
 
@@ -14,7 +14,7 @@ import cpu_world
 import pytest
 import yaml
 
-from harness.github import act, gpu_leases, rehearsal_world
+from dev.rehearsal import act, gpu_leases, rehearsal_world
 
 
 def test_a_job_keeps_its_gpu_and_two_jobs_get_two(tmp_path):

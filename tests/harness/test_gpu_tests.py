@@ -81,7 +81,7 @@ def test_the_job_runs_the_default_branchs_tests_on_the_staged_kernel_in_the_sand
 def test_a_wrong_kernel_whose_pytest_reports_are_forged_fails_the_job_on_the_reference_s_word(tmp_path):
     """The report attack rewrites pytest's reports in its own process, so its suite "passes"; the
     job's verdict rests on the reference process's check, which the candidate can't reach."""
-    from harness.github import attacks
+    from dev.rehearsal import attacks
 
     pr = tmp_path / "pr"
     subprocess.run(["git", "clone", "-q", "--local", str(ROOT), str(pr)], check=True)

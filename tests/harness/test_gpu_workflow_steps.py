@@ -12,8 +12,8 @@ import cpu_world
 import pytest
 from cpu_world import PLANTED_2X, SLOW_2X, gpu_steps_replaced, run
 
+from dev.rehearsal import act, rehearsal_world, scenarios
 from harness.core import sandbox
-from harness.github import act, rehearsal_world, scenarios
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)

@@ -20,9 +20,9 @@ import yaml
 from cpu_world import run as run_workflows
 from cpu_world import with_run, workflow
 
+from dev.rehearsal import act, rehearsal_world
+from dev.rehearsal.rehearsal_world import git  # harness.core.git's, as the rehearsal's bot (commits)
 from harness.core import git as core_git
-from harness.github import act, rehearsal_world
-from harness.github.rehearsal_world import git  # harness.core.git's, as the rehearsal's bot (commits)
 
 if (reason := act.why_not_here()) is not None:
     pytest.skip(reason, allow_module_level=True)

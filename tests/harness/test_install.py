@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 from packaging.version import Version
 
-from harness.github import act, pins
+from dev.rehearsal import act
+from harness.github import pins
 
 ROOT = pins.ROOT
 REQUIREMENTS = ROOT / "requirements"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from dev.rehearsal import rehearsal_world as scratch
 from harness.core import kernel_source
 from harness.gate import cli as gate
 from harness.gate import measurement
-from harness.github import rehearsal_world as scratch
 
 ROOT = Path(__file__).resolve().parents[2]
 

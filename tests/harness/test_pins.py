@@ -12,7 +12,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
-from harness.github import act, package_index, pin_inputs, pins
+from dev.rehearsal import act
+from harness.github import package_index, pin_inputs, pins
 from harness.github.package_index import IndexFile
 
 ROOT = pins.ROOT

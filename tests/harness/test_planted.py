@@ -1,4 +1,4 @@
-"""The planted slowdowns (harness/github/plants/*.patch) still plant what they say in this tree.
+"""The planted slowdowns (dev/rehearsal/plants/*.patch) still plant what they say in this tree.
 
 dev/gpu-machine/gpu-session.sh's ``planted``, ``regression`` and ``regression-plant`` steps apply them
 on a GPU machine to show that the gate and the regression check catch a slowdown. A patch that no
@@ -43,7 +43,7 @@ def test_the_unplanted_planned_path_launches_once():
 @pytest.mark.parametrize("plant", PLANTS)
 def test_a_planted_slowdown_applies_and_adds_launches_to_the_planned_path(tmp_path, plant):
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
-    patch = ROOT / "harness" / "github" / "plants" / f"{plant}.patch"
+    patch = ROOT / "dev" / "rehearsal" / "plants" / f"{plant}.patch"
     # Outside a repository, git apply is a plain patch tool; --check first, as the steps would fail.
     subprocess.run(["git", "apply", "--check", str(patch)], cwd=tmp_path, check=True)
     subprocess.run(["git", "apply", str(patch)], cwd=tmp_path, check=True)
@@ -57,7 +57,7 @@ def test_the_host_sync_plant_waits_after_the_planned_launch(tmp_path):
     """host-sync.patch: what the regression check, which times host time too, must call slower."""
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
     subprocess.run(
-        ["git", "apply", str(ROOT / "harness" / "github" / "plants" / "host-sync.patch")], cwd=tmp_path, check=True
+        ["git", "apply", str(ROOT / "dev" / "rehearsal" / "plants" / "host-sync.patch")], cwd=tmp_path, check=True
     )
     source = (tmp_path / "nf4kernel" / "launch_cache.py").read_text()
     compile(source, "launch_cache.py", "exec")
@@ -96,7 +96,7 @@ def test_a_ladder_plant_moves_the_bytes_it_says_on_the_weights_it_says(tmp_path,
     fraction, min_mb = LADDER[plant]
     shutil.copytree(ROOT / "nf4kernel", tmp_path / "nf4kernel")
     subprocess.run(
-        ["git", "apply", str(ROOT / "harness" / "github" / "plants" / f"{plant}.patch")], cwd=tmp_path, check=True
+        ["git", "apply", str(ROOT / "dev" / "rehearsal" / "plants" / f"{plant}.patch")], cwd=tmp_path, check=True
     )
     done = subprocess.run(
         [sys.executable, "-c", COUNT_COPIES, str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, check=False

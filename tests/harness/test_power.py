@@ -154,5 +154,5 @@ def test_help_gives_whole_sentences(capsys):
     paragraphs = [" ".join(p.split()) for p in capsys.readouterr().out.split("\n\n")]
     description, epilog = paragraphs[1], paragraphs[-1]
     assert description == " ".join(power.__doc__.split("\n\n")[0].split())
-    assert description.endswith("a ladder of planted slowdowns of known size (``harness/github/plants/``).")
+    assert description.endswith("a ladder of planted slowdowns of known size (``dev/rehearsal/plants/``).")
     assert epilog.startswith("Exit 0:") and epilog.endswith("Exit 4: no CUDA GPU.")

@@ -41,8 +41,10 @@ def test_a_command_keeps_its_own_exit_code(tmp_path, capsys):
 
 def test_the_nox_sessions_run_the_program():
     noxfile = (ROOT / "noxfile.py").read_text()
-    for name in ("gate", "regression", "bench", "backfill", "rehearse", "pins", "act-ci"):
+    for name in ("gate", "regression", "bench", "backfill", "pins"):
         assert f'"python", "-m", "harness", "{name}"' in noxfile, name
+    for name in ("rehearse", "act-ci"):  # the workshop's, beside the harness
+        assert f'"python", "-m", "dev.rehearsal", "{name}"' in noxfile, name
 
 
 @pytest.mark.parametrize("name", sorted(program.COMMANDS))
@@ -67,11 +69,17 @@ def test_no_module_builds_a_parser_of_its_own():
     assert own == []
 
 
-def test_the_only_scripts_are_the_program_the_private_entry_point_and_the_lease_shims():
-    """harness/README.md: no module is a program of its own but these three."""
+def test_the_only_scripts_are_the_programs_the_private_entry_point_and_the_lease_shims():
+    """harness/README.md and dev/README.md: no module is a program of its own but these four."""
     scripts = [
         str(path.relative_to(ROOT))
-        for path in sorted((ROOT / "harness").rglob("*.py"))
+        for folder in ("harness", "dev")
+        for path in sorted((ROOT / folder).rglob("*.py"))
         if 'if __name__ == "__main__":' in path.read_text()
     ]
-    assert scripts == ["harness/__main__.py", "harness/_process.py", "harness/github/gpu_leases.py"]
+    assert scripts == [
+        "harness/__main__.py",
+        "harness/_process.py",
+        "dev/rehearsal/__main__.py",
+        "dev/rehearsal/gpu_leases.py",
+    ]

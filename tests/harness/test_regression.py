@@ -131,7 +131,9 @@ class FakeSession:
 
     def exactness(self, side):
         if self.ready.get(side, {}).get("error"):  # its process never said it was ready
-            raise clocked.judge.NotStarted(clocked.judge.failed("-", "-", f"the {side} process: {self.ready[side]['error']}").entry)
+            raise clocked.judge.NotStarted(
+                clocked.judge.failed("-", "-", f"the {side} process: {self.ready[side]['error']}").entry
+            )
         self.batches.append((side, "exactness"))
         return [{"shape": "s", "weight": "w", "check": "c", "ok": True}]
 

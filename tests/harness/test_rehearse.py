@@ -1,4 +1,4 @@
-"""harness/github/rehearse.py's parts that need no GPU: reading act's output, the scenarios' commits (each
+"""dev/rehearsal/rehearse.py's parts that need no GPU: reading act's output, the scenarios' commits (each
 still applies to this tree), and the command's answers where it can't rehearse."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import os
 import cpu_world
 import pytest
 
-from harness.github import rehearsal_world, rehearse, scenarios
+from dev.rehearsal import rehearsal_world, rehearse, scenarios
 
 ACT_OUTPUT = """\
 [approve] ⭐ Run Main Check the approval

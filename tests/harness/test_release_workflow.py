@@ -18,11 +18,11 @@ import yaml
 
 import nf4kernel
 import noxfile
-from harness.github import act, act_ci
+from dev.rehearsal import act, act_ci
 
 ROOT = act_ci.ROOT
 RELEASE = ROOT / ".github" / "workflows" / "release.yml"
-STANDINS = ROOT / "harness" / "github" / "standins"
+STANDINS = ROOT / "dev" / "rehearsal" / "standins"
 CHECK_DIST = ROOT / "tools" / "release" / "check_dist.py"
 VERSION = nf4kernel.__version__
 WORKFLOW = yaml.safe_load(RELEASE.read_text())

@@ -15,8 +15,8 @@ import subprocess
 import github_model as gh
 import pytest
 
+from dev.rehearsal import act
 from harness.core import gpu_types
-from harness.github import act
 
 REPO = "nf4kernel/nf4kernel"
 FORK = "someone/nf4kernel"

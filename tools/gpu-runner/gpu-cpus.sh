@@ -2,7 +2,7 @@
 # gpu-cpus.sh INDEX COUNT: the CPUs of GPU INDEX's share of this host, when COUNT GPUs split the
 # cores this process may run on evenly, each core with all its threads (lscpu's core ids), as a list
 # for systemd's AllowedCPUs= or taskset -c. Used by jit-runner.sh (installed beside it) and the
-# rehearsal's fleet (harness/github/gpu_leases.py), so one job's test workers can't crowd the timing
+# rehearsal's fleet (dev/rehearsal/gpu_leases.py), so one job's test workers can't crowd the timing
 # loops of a gate on another GPU (benchmarks/results/fleet-two-h200). Exit 2: bad arguments, or too
 # few cores for COUNT GPUs.
 set -euo pipefail

@@ -1,9 +1,9 @@
 """gpu.yml and history.yml run for real on this machine, before GitHub ever sees them.
 
-    python -m harness rehearse SCENARIO [--out DIR]        # nox -s rehearse -- SCENARIO
-    python -m harness rehearse SCENARIO --runners 2        # two runners at once, one GPU each
-    python -m harness rehearse SCENARIO --gpus 2,3         # runners on GPUs 2 and 3, beside another
-    python -m harness rehearse --list
+    python -m dev.rehearsal rehearse SCENARIO [--out DIR]        # nox -s rehearse -- SCENARIO
+    python -m dev.rehearsal rehearse SCENARIO --runners 2        # two runners at once, one GPU each
+    python -m dev.rehearsal rehearse SCENARIO --gpus 2,3         # runners on GPUs 2 and 3, beside another
+    python -m dev.rehearsal rehearse --list
 
 nektos act (host mode: the jobs are processes here, on this machine's GPU) runs the workflows as
 committed at this checkout's HEAD, unchanged, for the event a scenario makes, in a throwaway world:
@@ -13,21 +13,21 @@ committed at this checkout's HEAD, unchanged, for the event a scenario makes, in
   ``https://github.com/<repo>.git`` there (checkouts, the results branch's push);
 * a stand-in for the GitHub REST API on 127.0.0.1 (``fake_github.py``): who has write access, the
   PR's head and base, and the commit status ``report`` posts, recorded;
-* labelled local stand-ins for the actions that would download (``harness/github/standins/``): checkout
+* labelled local stand-ins for the actions that would download (``dev/rehearsal/standins/``): checkout
   checks out exactly the ref a step asks for; the artifact and Pages actions copy to a folder.
 
 Scenarios (each a PR judged by ``main``, except ``push``):
 
 * ``noop``: a PR whose head changes nothing. Every job succeeds; the summary holds the gate's table
   and chart and the regression table; ``report`` posts success.
-* ``slow``: a PR with a planted 2x slowdown (harness/github/plants/2x.patch). The gate and the regression
+* ``slow``: a PR with a planted 2x slowdown (dev/rehearsal/plants/2x.patch). The gate and the regression
   check fail; ``report`` posts failure.
 * ``self-pass``: the same plant, and the PR also edits the harness to pass itself (thresholds,
   the allowed drop, the regression's limits) and adds record-shaped files at its root. It still
   fails: the base's harness judges.
 * ``hostile``: the 2x plant and an ``__init__.py`` that takes every route to the runner and the log
   it can reach; sandboxed, none works, and the gate and the regression check fail.
-* ``hostile-<attack>``: one attack of issue 46's set (``harness/github/attacks.py``: timers, report,
+* ``hostile-<attack>``: one attack of issue 46's set (``dev/rehearsal/attacks.py``: timers, report,
   skip, unsynced, slow-baseline, exit, record); the trusted clock and the reference judge it: the
   gate fails and ``report`` posts failure.
 * ``push``: a push to main. gpu-tests, the gate and history.yml run; the results branch
@@ -63,12 +63,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from dev.rehearsal import act
+from dev.rehearsal.rehearsal_world import Run, World, git
+from dev.rehearsal.scenarios import SCENARIOS, check
 from harness.core import command_output, exits, gpu_types
 from harness.core.gpu_state import gpu_here
 from harness.core.paths import ROOT
-from harness.github import act
-from harness.github.rehearsal_world import Run, World, git
-from harness.github.scenarios import SCENARIOS, check
 
 
 def local_gpus() -> list[tuple[str, str]]:
@@ -143,7 +143,7 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -m harness rehearse", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m dev.rehearsal rehearse", description=__doc__.splitlines()[0])
     parser.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
     parser.add_argument("--out", type=Path, help="where the logs go (default .rehearsal/SCENARIO)")
     parser.add_argument("--timeout", type=float, default=1500, help="seconds before act is stopped (%(default)s)")

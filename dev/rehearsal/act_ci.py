@@ -1,11 +1,11 @@
 """ci.yml's CPU jobs, run on this machine by nektos act exactly as the workflow says, before GitHub does.
 
-    python -m harness act-ci                 # the lint job and the tests leg of this machine's Python
-    python -m harness act-ci lint harness    # any of ci.yml's jobs by id
+    python -m dev.rehearsal act-ci                 # the lint job and the tests leg of this machine's Python
+    python -m dev.rehearsal act-ci lint harness    # any of ci.yml's jobs by id
 
 The workflow file is the real one. Two things differ from GitHub, both because this machine reaches
 no GitHub: act copies this working tree into the job's workspace in place of actions/checkout, and
-actions/setup-python is mapped to a labelled local stand-in (harness/github/standins/setup-python) that uses a
+actions/setup-python is mapped to a labelled local stand-in (dev/rehearsal/standins/setup-python) that uses a
 Python already installed here. The matrix leg run for `tests` is the one of this machine's Python.
 Exit 0 when every job asked for succeeded (and for ``--help``); 1 when one failed; 2 bad arguments
 (a job ci.yml doesn't have, an option this command doesn't take), said in one line.
@@ -17,12 +17,12 @@ import sys
 
 import yaml
 
+from dev.rehearsal import act
 from harness.core import command_output
 from harness.core.paths import ROOT
-from harness.github import act
 
 CI_WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
-SETUP_PYTHON_STANDIN = ROOT / "harness" / "github" / "standins" / "setup-python"
+SETUP_PYTHON_STANDIN = ROOT / "dev" / "rehearsal" / "standins" / "setup-python"
 
 
 def setup_python_refs(workflow: dict) -> set[str]:
@@ -69,7 +69,7 @@ def _labels(job: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = command_output.Parser(prog="python -m harness act-ci", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m dev.rehearsal act-ci", description=__doc__.splitlines()[0])
     parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
     jobs = parser.parse_args(argv).jobs or ["lint", "tests"]
     workflow = yaml.safe_load(CI_WORKFLOW.read_text())

@@ -22,13 +22,13 @@ from pathlib import Path
 
 import yaml
 
+from dev.rehearsal import act, gpu_leases
+from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness.core import gpu_types, policy
 from harness.core.git import output
 from harness.core.paths import ROOT
-from harness.github import act, gpu_leases
-from harness.github.fake_github import FakeGitHub, Pull, Serving
 
-STANDINS = ROOT / "harness" / "github" / "standins"
+STANDINS = ROOT / "dev" / "rehearsal" / "standins"
 GPU_CPUS = ROOT / "tools" / "gpu-runner" / "gpu-cpus.sh"  # a GPU's share of the host's cores, the JIT loop's split
 REPOSITORY = "nf4kernel/nf4kernel"
 SERVER = "https://github.com"

@@ -1,5 +1,5 @@
 """A stand-in for the few GitHub REST endpoints gpu.yml's hosted jobs call, on 127.0.0.1, for the
-rehearsal (``harness/github/rehearse.py``) and the workflows' event tests. It answers from what it was
+rehearsal (``dev/rehearsal/rehearse.py``) and the workflows' event tests. It answers from what it was
 told (who has which access, each PR's head and base) and records every request, so a run can show
 the commit status ``report`` would have posted. It keeps issues as GitHub would (listed, opened,
 edited, commented on, closed), for history.yml's change-point job. Point a workflow at it with

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from dev.rehearsal import attacks
+from dev.rehearsal.rehearsal_world import Run, World, git
 from harness.core.paths import ROOT
-from harness.github import attacks
-from harness.github.rehearsal_world import Run, World, git
 
-PLANT_2X = ROOT / "harness" / "github" / "plants" / "2x.patch"
+PLANT_2X = ROOT / "dev" / "rehearsal" / "plants" / "2x.patch"
 
 
 def no_change(tree: Path) -> str:
@@ -186,7 +186,7 @@ SCENARIOS = {
     ),
     **{
         f"hostile-{name}": Scenario(
-            f"a PR whose nf4kernel/__init__.py carries the {name!r} attack (harness/github/attacks.py): the "
+            f"a PR whose nf4kernel/__init__.py carries the {name!r} attack (dev/rehearsal/attacks.py): the "
             "trusted clock and the reference process judge it, so the gate fails and gpu: failure is posted",
             functools.partial(attacks.plant, name=name),
             {"approve": "success", "gate": "failure", "report": "success"},

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-PREAMBLE = "\n# --- planted (harness/github/attacks.py) ---\nimport os as _os, sys as _sys, time as _time\n"
+PREAMBLE = "\n# --- planted (dev/rehearsal/attacks.py) ---\nimport os as _os, sys as _sys, time as _time\n"
 
 ATTACKS = {
     "timers": """
@@ -170,7 +170,7 @@ _no_sync()
 
 # What the GPU-work attacks share: twice the work per call, their own stream's sync in place of the
 # device's, and the driver's wait on a 32-bit word (flag 0x1: CU_STREAM_WAIT_VALUE_EQ).
-QUEUED = '''
+QUEUED = """
 def _waiter():
     import ctypes
     wait = ctypes.CDLL("libcuda.so.1").cuStreamWaitValue32_v2
@@ -190,9 +190,9 @@ def _queued_twice():
             _after_call(W, quant_state, out, once, kept)
         return got
     api.dequantize = twice
-'''
+"""
 
-RELEASED = '''
+RELEASED = """
 def _after_call(W, quant_state, out, once, kept):
     import torch
     if not kept:
@@ -212,7 +212,7 @@ def _after_call(W, quant_state, out, once, kept):
         event.record(side)
         events.append(event)
 _queued_twice()
-'''
+"""
 
 # The second process: it maps the slots the clock lent the worker (the descriptor kept when the
 # worker opened them) and queues, behind a wait on the slot its parent's last call wrote, copies of
@@ -272,7 +272,7 @@ _keep_the_slots()
 _queued_twice()
 """
 
-LONG_KERNEL = '''
+LONG_KERNEL = """
 def _after_call(W, quant_state, out, once, kept):
     import torch
     if not kept:
@@ -287,7 +287,7 @@ def _after_call(W, quant_state, out, once, kept):
         kept["event"] = torch.cuda.Event()
         kept["event"].record(side)
 _queued_twice()
-'''
+"""
 
 ATTACKS.update(
     {"released": QUEUED + RELEASED, "second-process": QUEUED + SECOND_PROCESS, "long-kernel": QUEUED + LONG_KERNEL}
@@ -300,4 +300,4 @@ def plant(tree: Path, name: str) -> str:
         raise ValueError(f"no attack {name!r}: {', '.join(ATTACKS)}")
     init = tree / "nf4kernel" / "__init__.py"
     init.write_text(init.read_text() + PREAMBLE + ATTACKS[name])
-    return f"scratch: the {name} attack (harness/github/attacks.py)"
+    return f"scratch: the {name} attack (dev/rehearsal/attacks.py)"
