@@ -1,13 +1,14 @@
 """The gate's decision, from a record of measurements: pure, so it is tested on recorded timings.
 
-A record (what ``gate.py`` writes as JSON) holds the environment, the correctness checks, per
-implementation the seconds of each interleaved round for each shape and, in newer records, the
-GPU's state around each round (``round_states``). Older records (no states) decide the same way.
+A record (what the gate's measurement, ``sandboxed.py``, writes as JSON) holds the environment, the
+correctness checks, per implementation the seconds of each interleaved round for each shape and, in
+newer records, the GPU's state around each round (``round_states``). Older records (no states)
+decide the same way.
 
 The rule: pass when the median over rounds of (Unsloth's round time / nf4kernel's) is at least the
 threshold. Beside the median, a 95% bootstrap interval says how sure that is; the gate adds rounds
-while the interval straddles the threshold (gate.py), and the verdict says so when it still does at
-the bound.
+while the interval straddles the threshold (``measurement.time_until_decided``), and the verdict
+says so when it still does at the bound.
 
 The gate makes no relative check against the base commit: the regression check is the one
 (``harness/regression``). The gate's, a ratio of two speed-ups over Unsloth each measured in a

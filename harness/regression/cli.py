@@ -216,7 +216,6 @@ def main(argv=None) -> int:
     args = parse(parser, argv)
     if args.replay:
         return replay(args.replay, args)
-    clocked.NO_SANDBOX = args.no_sandbox
     try:
         base, head = kernel_source.resolve(args.base), kernel_source.resolve(args.head)
     except ValueError as error:  # SourceError: no such commit; or a NUL character git can't be given
@@ -264,6 +263,7 @@ def measure(args, base: str, head: str) -> dict | int:
                 second_rounds=args.more_rounds,
                 min_change=args.min_change or rule.DEFAULT_MIN_CHANGE,
                 min_group_change=args.min_group_change or rule.DEFAULT_MIN_GROUP_CHANGE,
+                sandboxed=not args.no_sandbox,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
         if error.exit_code in records.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step

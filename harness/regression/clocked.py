@@ -39,7 +39,6 @@ SECOND_ROUNDS = rule.POLICY.second_rounds
 CALLS = 100  # calls per weight per batch (the asv suite's synchronized loop)
 CPU_CALLS = 3  # in Triton's interpreter
 CPU_WORKING_SET = 1 << 20
-NO_SANDBOX = False  # --no-sandbox: a machine without bubblewrap (the workflows never pass it)
 
 
 class MeasureError(RuntimeError):
@@ -51,13 +50,13 @@ class MeasureError(RuntimeError):
         self.exit_code = exit_code
 
 
-def launcher(kernel: kernel_source.Staged, extra: dict):
+def launcher(kernel: kernel_source.Staged, extra: dict, sandboxed: bool = True):
     """How a side's call process starts: sandboxed (the staged kernel and this checkout read-only,
     the kernel's commit's compile cache read-write, nothing of the job's), or plain with
-    ``NO_SANDBOX``."""
+    without ``sandboxed`` (``--no-sandbox``: a machine without bubblewrap; the workflows never pass it)."""
     cache = sandbox.kernel_cache(kernel.commit)
     env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache), **extra}
-    if NO_SANDBOX:
+    if not sandboxed:
         return processes.plain(judge.trusted_env(env))
 
     def launch(argv, fds, held):
@@ -124,7 +123,9 @@ def exact(session: judge.Session, side: str) -> None:
 
 
 @contextlib.contextmanager
-def measuring(staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False):
+def measuring(
+    staged: dict[str, kernel_source.Staged], keys: list[str], device: str, swapped: bool = False, sandboxed: bool = True
+):
     """A new session of the clock, the reference started (each side's processes start at its first
     phase); yields the session and the processes' ready messages. ``swapped``: each side's
     processes on the core the other's have without it."""
@@ -133,7 +134,7 @@ def measuring(staged: dict[str, kernel_source.Staged], keys: list[str], device: 
     setup = {"device": device, "suite": list(keys), "matrix": True, "working_set": CPU_WORKING_SET if cpu else None}
     trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
     sides = SIDES[::-1] if swapped else SIDES  # judge.session gives cores in this order
-    launchers = {side: ("nf4kernel", launcher(staged[side], extra)) for side in sides}
+    launchers = {side: ("nf4kernel", launcher(staged[side], extra, sandboxed)) for side in sides}
     with judge.session(launchers, setup, trusted) as (session, ready):
         session.repeats = CPU_CALLS if cpu else CALLS
         if cpu:
@@ -150,12 +151,13 @@ def measure(
     second_rounds: int = SECOND_ROUNDS,
     min_change: float = rule.DEFAULT_MIN_CHANGE,
     min_group_change: float = rule.DEFAULT_MIN_GROUP_CHANGE,
+    sandboxed: bool = True,
     log=print,
 ) -> dict:
     """Both passes: the first over ``keys``, the second, in new processes (``measuring``), over what
     the first calls slower or leaves open, judged with the limits given (the record keeps them, so a
     replay re-measures nothing)."""
-    if not NO_SANDBOX:
+    if sandboxed:
         why = sandbox.why_not()
         if why:
             raise MeasureError(f"no sandbox here: {why} (--no-sandbox measures without)")
@@ -166,14 +168,14 @@ def measure(
         "processes": "a new one per phase: one side's process ended and off the GPU before the other's runs",
     }
     try:
-        with measuring(staged, keys, device) as (session, ready):
+        with measuring(staged, keys, device, sandboxed=sandboxed) as (session, ready):
             record["device"] = session.facts.get("name", device)
             record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
             log(started(session))
         again = rule.suspects(rule.judge(record["passes"][0], min_change, min_group_change))
         if again:
             log(f"regression: {len(again)} of {len(keys)} to measure again in new processes: {', '.join(again)}")
-            with measuring(staged, keys, device, swapped=True) as (session, ready):
+            with measuring(staged, keys, device, swapped=True, sandboxed=sandboxed) as (session, ready):
                 record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
                 log(started(session))
     except judge.NotStarted as failure:

@@ -158,7 +158,6 @@ def fake_session(monkeypatch, timings: dict, keys: list[str], ready: dict | None
         yield fake, ready
 
     monkeypatch.setattr(clocked.judge, "session", session)
-    monkeypatch.setattr(clocked, "NO_SANDBOX", True)
     return opened
 
 
@@ -167,7 +166,7 @@ def test_the_measurement_re_measures_only_what_the_first_pass_suspects(monkeypat
     head = {k: v * (1.1 if k == "28672x8192 bfloat16" else 1.0) for k, v in base.items()}
     opened = fake_session(monkeypatch, {"base": base, "head": head}, KEYS)
     staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
-    found = clocked.measure(staged, KEYS, log=lambda _: None)
+    found = clocked.measure(staged, KEYS, sandboxed=False, log=lambda _: None)
     first, second = found["passes"]
     assert [r["order"] for r in first["rounds"]] == [["base", "head"], ["head", "base"], ["base", "head"]]
     # The GPU's state before and after every batch (here, a machine without one says so).
@@ -200,7 +199,7 @@ def test_a_side_that_never_got_ready_or_is_wrong_measures_nothing(monkeypatch, t
     staged = {side: Staged(sha * 40, tmp_path / side) for side, sha in (("base", "b"), ("head", "a"))}
     fake_session(monkeypatch, {"base": base, "head": base}, KEYS, {"base": {}, "head": {"error": "os._exit on import"}})
     with pytest.raises(clocked.MeasureError, match=r"the head process: os\._exit on import") as error:
-        clocked.measure(staged, KEYS, log=lambda _: None)
+        clocked.measure(staged, KEYS, sandboxed=False, log=lambda _: None)
     assert error.value.exit_code == 2
     fake_session(monkeypatch, {"base": base, "head": base}, KEYS)
     monkeypatch.setattr(
@@ -209,7 +208,7 @@ def test_a_side_that_never_got_ready_or_is_wrong_measures_nothing(monkeypatch, t
         lambda self, side: [{"shape": "m", "weight": "w", "check": "differs", "ok": side == "base"}],
     )
     with pytest.raises(clocked.MeasureError, match="head: m w: differs") as error:
-        clocked.measure(staged, KEYS, log=lambda _: None)
+        clocked.measure(staged, KEYS, sandboxed=False, log=lambda _: None)
     assert error.value.exit_code == 3
 
 
