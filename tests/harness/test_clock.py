@@ -21,6 +21,7 @@ import pytest
 from dev.rehearsal import attacks
 from harness.clock import channel as ch
 from harness.clock import judge, plan, processes
+from harness.core import sandbox
 from harness.core.paths import ROOT
 
 SETUP = {"device": "cpu", "challenge": [[64, 128, "bfloat16", 1]], "matrix": True, "working_set": 100_000}
@@ -319,6 +320,55 @@ def test_the_clock_waits_for_a_quiet_gpu_and_fails_one_that_stays_busy(monkeypat
     bare_session(FakeReference([500, 400, 25])).wait_quiet("x", "s")  # busy, busy, then alone again
     with pytest.raises(judge.Failed, match="stayed busy"):
         bare_session(FakeReference([500])).wait_quiet("x", "s")
+
+
+ESCAPER = """
+def _escape():
+    import os, time
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            while True:
+                with open(os.path.join(os.environ["BEATS"], str(os.getpid())), "a") as beats:
+                    beats.write(".")
+                time.sleep(0.01)
+        os._exit(0)
+_escape()
+"""
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.skipif(
+    sandbox.why_not() is not None and not os.environ.get("NF4KERNEL_REQUIRE_SANDBOX"),
+    reason=f"a candidate's process runs in bubblewrap's sandbox, and there is none here: {sandbox.why_not()}",
+)
+def test_a_sandboxed_candidate_s_escaped_grandchild_is_ended_before_another_batch(tmp_path):
+    """A grandchild the candidate double-forks into a session of its own is no descendant the clock
+    can find, but it lives in the sandbox's PID namespace: ending the process ends it too, before
+    another process's batch runs (here the baseline's)."""
+    tree = planted_tree(tmp_path, None)
+    init = tree / "nf4kernel" / "__init__.py"
+    init.write_text(init.read_text() + ESCAPER)
+    beats = tmp_path / "beats"
+    beats.mkdir()
+    trusted = judge.trusted_env({"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
+    inside = {**trusted, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}", "BEATS": str(beats)}
+
+    def sandboxed(argv, fds, held):
+        return held.enter_context(sandbox.started(argv, pass_fds=fds, read=[tree, ROOT], write=[beats], env=inside))
+
+    launchers = {"bitsandbytes": ("bitsandbytes", processes.plain(trusted)), "escaper": ("nf4kernel", sandboxed)}
+    with judge.session(launchers, SETUP, trusted) as (session, _):
+        session.repeats, session.warmup, session.quiet = 2, 0, False
+        session.timed_batch("escaper", 0)
+        deadline = time.monotonic() + 30
+        while not list(beats.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(beats.iterdir()), "the grandchild never wrote"
+        session.timed_batch("bitsandbytes", 0)  # the candidate's processes ended first
+        sizes = {path: path.stat().st_size for path in beats.iterdir()}
+        time.sleep(0.3)
+        assert {path: path.stat().st_size for path in beats.iterdir()} == sizes
 
 
 def test_the_gpu_must_hold_no_context_but_the_trusted_ones_before_the_next_process_runs(monkeypatch):
