@@ -23,7 +23,7 @@ the run) by the SM clock NVML read before it: whether batches that start on low 
 Outliers, from regression records: per result, how many calls a batch holds over three times its
 median, and what each costs beyond it; beside them, how many of a batch's timed calls follow a
 check on average (the policy's draw), were they those calls. Where a record says which timed calls
-the reference checked right after they answered (``checked``, since issue 46's fourth session), a
+the reference checked right after they answered (``checked``, in records since the checked calls were kept), a
 table counts the outliers among the calls right after a check and among the others.
 
 ``--medians OUT`` writes what was read as one batch-medians file (each run's clocked batch levels,

@@ -1,6 +1,6 @@
 """Can the trusted side share GPU memory with a sandboxed process here? A CUDA VMM allocation
 exported as a POSIX file descriptor (cuMemExportToShareableHandle), passed over a Unix socket to a
-child, imported, mapped and written there, read back by the parent: the route issue 46's design takes
+child, imported, mapped and written there, read back by the parent: the route the trusted clock takes
 between the trusted clock and the sandboxed candidate (legacy CUDA IPC handles do not cross a PID
 namespace). libcuda alone, no torch.
 

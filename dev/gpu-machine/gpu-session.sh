@@ -163,7 +163,7 @@ run_step() {
       } > "$OUT/node-closed.txt" 2>&1
       grep -E "exit|pid 1|GPU 0" "$OUT/node-closed.txt" ;;
     beside:*)
-      # Issue 37: the regression check's no-op verdict on GPU 0 (studies.power noop, N runs)
+      # The regression check's no-op verdict on GPU 0 (studies.power noop, N runs)
       # while GPU 1 runs gpu.yml's test job or the gate's measurement, in turn (tests, gate, gate),
       # until the no-op runs end. After `repo` (the clone). power's runs.jsonl holds each run
       # (started at the epoch second its name ends with); neighbour.log what GPU 1 ran when.
@@ -232,7 +232,7 @@ run_step() {
       done
       tar czf "$OUT/overhead-logs.tgz" -C /tmp overhead-logs ;;
     clock:*)
-      # Issue 46: the gate's verdict (python -m harness gate --no-classic --kernel REF) on scratch
+      # The gate's verdict (python -m harness gate --no-classic --kernel REF) on scratch
       # commits over main, each planted with one attack of dev/rehearsal/attacks.py, in lanes of one
       # GPU each, beside each other: clock:LANE0/LANE1, a lane being items joined by commas, an item
       # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
@@ -300,7 +300,7 @@ run_step() {
       timed on_gpu "$gpu" python3 tools/probes/clock_gap.py --json "$OUT/clock-gap.json" > "$OUT/clock-gap.log" 2>&1
       tail -n 6 "$OUT/clock-gap.log" ;;
     gaps@*)
-      # Where the clock's call processes lose time (issue 46): tools/probes/clock_gap.py on GPU G on
+      # Where the clock's call processes lose time: tools/probes/clock_gap.py on GPU G on
       # its share of the cores, on one core (as the clock pins a call process), on one core with CUDA
       # spinning while it waits, and on one core while the core's other thread spins (what the
       # clock's spinning beside a call costs where they share a core). lscpu's cores first.
@@ -323,7 +323,7 @@ run_step() {
         kill "$spinner"
       fi ;;
     aa-regression:* | regression-plant:*)
-      # Issue 46's A/A: gpu.yml's regression job (nox -s regression -- BASE HEAD) of main against a
+      # The A/A: gpu.yml's regression job (nox -s regression -- BASE HEAD) of main against a
       # no-op commit over it, N times on GPU G, in a clone of its own: aa-regression:N@G. With
       # regression-plant:PLANT@G, once against main with dev/rehearsal/plants/PLANT.patch applied
       # (host-sync, 2x: what it must call slower). Each run's exit, wall time and verdict in

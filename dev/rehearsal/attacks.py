@@ -1,4 +1,4 @@
-"""Issue 46's attack set: what a candidate's ``nf4kernel/__init__.py`` can do to the figures a verdict
+"""The attack set: what a candidate's ``nf4kernel/__init__.py`` can do to the figures a verdict
 rests on, each a few lines appended to the package's ``__init__.py`` (``plant``). The tests show each
 one fooling a measurement taken in the process that imported it (the design before the trusted
 clock) and failing against the clock; on a GPU, ``dev/gpu-machine/gpu-session.sh``'s ``clock:`` step

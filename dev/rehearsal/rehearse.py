@@ -27,7 +27,7 @@ Scenarios (each a PR judged by ``main``, except ``push``):
   fails: the base's harness judges.
 * ``hostile``: the 2x plant and an ``__init__.py`` that takes every route to the runner and the log
   it can reach; sandboxed, none works, and the gate and the regression check fail.
-* ``hostile-<attack>``: one attack of issue 46's set (``dev/rehearsal/attacks.py``: timers, report,
+* ``hostile-<attack>``: one attack of the set (``dev/rehearsal/attacks.py``: timers, report,
   skip, unsynced, slow-baseline, exit, record); the trusted clock and the reference judge it: the
   gate fails and ``report`` posts failure.
 * ``push``: a push to main. gpu-tests, the gate and history.yml run; the results branch

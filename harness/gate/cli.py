@@ -30,7 +30,7 @@ process, which imports neither torch nor the kernel. Otherwise, in this process:
 
 The threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml`` (which
 also refuses, exit 2, a record measured on another GPU), else 1.15. No environment variable sets it:
-a threshold is reviewed where it is written (issue 47).
+a threshold is reviewed where it is written.
 
 ``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
 (``noise.py``): exit 0 when measured, 4 without a GPU.

@@ -13,7 +13,7 @@ says so when it still does at the bound.
 The gate makes no relative check against the base commit: the regression check is the one
 (``harness/regression``). The gate's, a ratio of two speed-ups over Unsloth each measured in a
 process of its own, read a no-op PR 12.7% faster than its base on an H200 and 9.8% slower on an
-H100 (benchmarks/results/sandbox-allow-list-h200; issue 46), where it was to fail a 10% drop.
+H100 (benchmarks/results/sandbox-allow-list-h200), where it was to fail a 10% drop.
 """
 
 from __future__ import annotations

@@ -905,7 +905,7 @@ def test_every_node_type_figure_says_where_it_comes_from():
 
 
 def test_the_fit_check_fails_the_sizes_the_issue_found(rendered):
-    """Issue 49: the T4 set asked 16 CPUs and 64 GiB per pod, so a g4dn.12xlarge held two of its four."""
+    """The T4 set once asked 16 CPUs and 64 GiB per pod, so a g4dn.12xlarge held two of its four."""
     broken = copy.deepcopy(rendered)
     _set_runner_size(broken, "8", "64Gi", "gpu-t4")
     assert any("gpu-t4 on g4dn.12xlarge" in p for p in check_fits_node(broken))

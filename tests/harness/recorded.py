@@ -46,7 +46,7 @@ COMMITTED_RUNS = range(1, 6)  # tests/fixtures/gate/h200-five-runs/gate-h200-run
 
 
 def committed(run: int) -> dict:
-    """A gate record measured on an H200 (before issue 10: no GPU states, no interval)."""
+    """A gate record measured on an H200 (from before the GPU states and the interval)."""
     return json.loads((FIXTURES / "gate" / "h200-five-runs" / f"gate-h200-run{run}.json").read_text())
 
 

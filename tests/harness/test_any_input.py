@@ -58,7 +58,7 @@ BOUNDED = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
 )
 FEW = settings(BOUNDED, max_examples=25)
-HUNDRED = settings(BOUNDED, max_examples=100)  # an argument list: issue 47 asks for 100 per command
+HUNDRED = settings(BOUNDED, max_examples=100)  # an argument list: 100 per command
 
 GATE_EXITS = {0, 1, 2, 3, 4, 5}  # pass, too slow, refused, incorrect, no GPU, no Unsloth
 REGRESSION_EXITS = {0, 1, 2, 4}  # nothing slower, slower, refused, no GPU
@@ -500,7 +500,7 @@ def test_approval_on_any_event_and_any_answer_approves_or_refuses(event_changes,
     assert approval.FULL_HASH.fullmatch(decided.candidate) and approval.FULL_HASH.fullmatch(decided.trusted)
 
 
-# --- The commands issue 47 found ending in a traceback, an abort or a wrong answer ---------------------
+# --- The commands once found ending in a traceback, an abort or a wrong answer ---------------------
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""The trusted clock (issue 46): the batches it draws, and on the CPU the whole protocol (reference,
-call processes, regions lent by descriptor, the channel), honest and under issue 46's attack set
+"""The trusted clock: the batches it draws, and on the CPU the whole protocol (reference,
+call processes, regions lent by descriptor, the channel), honest and under the attack set
 (``dev/rehearsal/attacks.py``). Each attack is shown fooling a figure taken in the process that
 imported it (the design before the clock) and failing, or changing nothing, against the clock."""
 

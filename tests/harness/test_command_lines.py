@@ -1,4 +1,4 @@
-"""What a person can type at the commands issue 47 found answering with a traceback, an abort, a
+"""What a person can type at the commands once found answering with a traceback, an abort, a
 wrong name or a verdict they could not support: each now answers in one line with its documented
 exit code (random and hostile argument lists for the same programs: test_any_input.py).
 

@@ -303,4 +303,4 @@ def test_what_needs_no_gpu_does_its_job(tmp_path):
     scenarios = run(sys.executable, "-m", "dev.rehearsal", "rehearse", "--list", cwd=tmp_path)
     listed = [line.split()[0] for line in scenarios.stdout.splitlines()]
     assert scenarios.returncode == 0 and {"noop", "slow", "self-pass", "hostile", "push"} <= set(listed)
-    assert len([name for name in listed if name.startswith("hostile-")]) == len(attacks.ATTACKS)  # issue 46's set
+    assert len([name for name in listed if name.startswith("hostile-")]) == len(attacks.ATTACKS)  # the whole set

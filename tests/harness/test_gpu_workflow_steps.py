@@ -67,7 +67,7 @@ def test_a_pr_that_edits_the_harness_to_pass_itself_still_gets_the_bases_verdict
 
 
 def test_a_wrong_output_fails_both_checks_and_each_summary_says_why(world):
-    """The hole (issue 46's rehearsals on H200s): a measuring step that found a wrong output exited
+    """The hole (the clock's rehearsals on H200s): a measuring step that found a wrong output exited
     3 and the verdict steps were skipped, so the summary a maintainer reads said nothing of why."""
     head = world.commit_pr(scenarios.no_change)
     replaced = gpu_steps_replaced(world, head)
@@ -230,7 +230,7 @@ def test_a_hostile_kernels_routes_work_plainly_and_none_from_the_sandbox(world):
     assert "ROUTE-OPEN BASH_ENV: a later step sourced the kernel's script" in log(plain)
     assert "ROUTE: the other kernel's staged copy was changed" in log(plain)
     assert "ROUTE: the trusted harness was changed" in log(plain)
-    # What issue 45 found, plainly: the runner's files read, a nested user namespace with every
+    # What the sandbox's review found, plainly: the runner's files read, a nested user namespace with every
     # capability (and a mount in it), the verdict's words masked and an annotation made by the runner.
     hostile = scenarios.SCENARIOS["hostile"]
     found = scenarios.leaks(hostile, plain, world)

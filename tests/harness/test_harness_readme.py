@@ -1,5 +1,5 @@
 """harness/README.md's claims, held: every module is named there, the packages import each other only
-as it says, and the trusted clock's process loads no torch, kernel or Unsloth (issue 47, item 4)."""
+as it says, and the trusted clock's process loads no torch, kernel or Unsloth."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def test_the_typed_marker_is_allowed_and_never_staged(tmp_path):
 
 
 def archived(commit: str, path: str, repo: Path) -> bytes | None:
-    """``path`` as ``git archive`` writes it out (how the kernel was staged before issue 45), None if
+    """``path`` as ``git archive`` writes it out (how the kernel was staged before), None if
     the archive leaves it out: the control that shows each case below would change the bytes."""
     tar = subprocess.run(["git", "archive", "--format=tar", commit], cwd=repo, capture_output=True, check=True)
     with tarfile.open(fileobj=io.BytesIO(tar.stdout)) as archive:
@@ -164,7 +164,7 @@ CARRIED = "a harmless title\n\nPWNED = True\n"  # a commit message with code in 
 def test_the_kernel_is_staged_as_its_blobs_whatever_the_commits_gitattributes_say(
     tmp_path, path, attributes, content, changed
 ):
-    """Issue 45: the candidate's own .gitattributes (outside nf4kernel/, so not refused) must not change
+    """The candidate's own .gitattributes (outside nf4kernel/, so not refused) must not change
     what is staged. The repository's config has the filter, as a runner's global config has LFS's."""
     repo = tmp_path / "repo"
     files = {"nf4kernel/__init__.py": b"SAFE = 1\n", path: content, ".gitattributes": f"{path} {attributes}\n".encode()}

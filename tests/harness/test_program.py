@@ -1,4 +1,4 @@
-"""``python -m harness``: one program whose commands are the harness's modules (issue 47, item 2)."""
+"""``python -m harness``: one program whose commands are the harness's modules."""
 
 from __future__ import annotations
 

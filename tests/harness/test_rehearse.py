@@ -47,7 +47,7 @@ def test_each_scenarios_commit_still_applies_to_this_tree(tmp_path, name):
     changed = rehearsal_world.git("diff", "--name-only", world.main, head, cwd=world.scratch / "pr-8").split()
     if name == "noop":
         assert changed == []
-    elif name.startswith("hostile-"):  # issue 46's attacks: the package's __init__.py alone
+    elif name.startswith("hostile-"):  # the attacks: the package's __init__.py alone
         assert changed == ["nf4kernel/__init__.py"]
     else:
         assert "nf4kernel/launch_cache.py" in changed

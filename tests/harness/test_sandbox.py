@@ -1,5 +1,5 @@
 """harness/core/sandbox.py against a hostile kernel: an ``nf4kernel/__init__.py`` that, on import, takes
-each route issue 35 found from the measuring process to the verdict (a BASH_ENV line in
+each route once found from the measuring process to the verdict (a BASH_ENV line in
 $GITHUB_ENV, the trusted harness rewritten, the other kernel's staged copy rewritten, the records in
 $RUNNER_TEMP replaced), reaches the network and leaves a process behind. Run plainly, every route
 works (so the test can fail); sandboxed, none does."""
@@ -228,7 +228,7 @@ def test_a_kernel_cache_is_named_only_by_a_full_commit_hash(commit):
         sandbox.kernel_cache(commit)
 
 
-# Issue 45's routes, each against the view the sandbox had before (``/`` bound read-only with the
+# The routes the sandbox's review found, each against the view the sandbox had before (``/`` bound read-only with the
 # job's places hidden behind empty folders, bubblewrap allowed a nested user namespace), built here
 # as it was, and against today's allow-list. The JIT loop's layout: the runner's folder holds the
 # workspace, beside the job's home and $TMPDIR, outside /tmp (which both views hide).

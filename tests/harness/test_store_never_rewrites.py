@@ -1,4 +1,4 @@
-"""The asv-results store never rewrites what another commit's run stored (issue 45, item 2).
+"""The asv-results store never rewrites what another commit's run stored.
 
 A merged kernel's benchmark job runs that kernel's code on the runner, so it controls what it
 uploads: a result file for any earlier commit, with a later ``started_at`` and other figures, or a

@@ -1,6 +1,6 @@
-"""Decisions only on records of the commits the workflow measured (issue 35, item 2): the decide
+"""Decisions only on records of the commits the workflow measured: the decide
 steps refuse a record of another commit. (The gate's record is written by the trusted clock since
-issue 46: no process that imported the candidate writes one; tests/harness/test_clock.py.)"""
+the trusted clock: no process that imported the candidate writes one; tests/harness/test_clock.py.)"""
 
 from __future__ import annotations
 

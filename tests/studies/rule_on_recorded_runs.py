@@ -9,7 +9,7 @@ shuffled into six rounds, three for the first pass and three for the re-measurin
 run gives one median per result (a process's), so this exercises the rule's noise between processes,
 not within one. It is a replay of recorded figures, not a GPU measurement of the plants. "each large
 result": the runs in which every one of the six large results was called on its own. The last column
-is the rule before issue 21 on the same pairings' first two runs.
+is the earlier rule (any result above 1.20x) on the same pairings' first two runs.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ PLANTS = {
 
 
 def old_rule_fails(order, slower) -> bool:
-    """The rule before issue 21, on one run of each (what it compared): any result above 1.20x, or
+    """The earlier rule, on one run of each (what it compared): any result above 1.20x, or
     the geometric mean of the kernel times above 1.07x."""
     base, head = recorded.history_run(order[0]), recorded.history_run(order[1])
     ratios = [head[k] * slower.get(k, 1.0) / base[k] for k in KEYS]

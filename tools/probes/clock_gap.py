@@ -1,4 +1,4 @@
-"""What separates the trusted clock's Challenge A figure from the in-process one (issue 46): each
+"""What separates the trusted clock's Challenge A figure from the in-process one: each
 implementation's time per call in one process, step by step from the puzzle's loop towards the
 clock's conditions, and the clock's channel round trip alone.
 
