@@ -14,7 +14,8 @@ The arguments are typed and specialized by Triton's own launch binding for that 
 dtypes and alignment, int32 or int64 counts, constexprs), so what is compiled is what a launch on
 that GPU compiles.
 
-Exit 0: every target compiled. 1: one or more failed. 2: bad arguments, said in one line before
+Exit 0: every target compiled. 1: one or more failed. 4: no torch or Triton here, said in one
+line. 2: bad arguments, said in one line before
 anything is compiled: a compute capability that is no whole number, or one the ptxas Triton uses for
 it doesn't assemble for (``sm_999``: LLVM, given a processor it doesn't know, can abort the process).
 """
@@ -25,10 +26,21 @@ import argparse
 import functools
 import re
 import subprocess
+import sys
 from typing import NamedTuple
 
-import torch
-import triton
+try:
+    import torch
+    import triton
+except ImportError as missing:  # run as a program where torch or Triton isn't installed: say so, exit 4
+    if __name__ != "__main__":
+        raise
+    print(
+        f"python -m nf4kernel.targets: needs {missing.name}, which {sys.executable} can't import: run it where "
+        "nf4kernel is installed with torch and Triton (in a checkout: .nox/torch/bin/python) (exit 4)",
+        file=sys.stderr,
+    )
+    raise SystemExit(4) from None
 
 from . import kernel as K
 from .launch import arguments

@@ -20,3 +20,20 @@ def require(modules: tuple[str, ...], prog: str, where: str) -> None:
             file=sys.stderr,
         )
         raise SystemExit(BAD_INPUT)
+
+
+def torch_here(prog: str, session: str) -> None:
+    """For a command that measures with torch: where this Python can't import it (the README's venv
+    holds nox and asv alone), one line naming the environment that has it, and exit 4 (NO_GPU, as
+    the gate's: nothing was measured), rather than a traceback."""
+    import sys
+
+    try:
+        import torch  # noqa: F401
+    except ImportError as error:
+        print(
+            f"{prog}: needs torch, which {sys.executable} can't import ({error}): run `nox -s {session}`, or the "
+            f"command with .nox/torch/bin/python, the environment nox builds with torch (exit {NO_GPU})",
+            file=sys.stderr,
+        )
+        raise SystemExit(NO_GPU) from None

@@ -38,7 +38,7 @@ import sys
 import time
 from pathlib import Path
 
-from harness.core import command_output, kernel_source, sandbox
+from harness.core import command_output, exits, kernel_source, sandbox
 from harness.core import markdown as md
 from harness.core.paths import ROOT
 
@@ -124,6 +124,7 @@ def main(argv=None) -> int:
     args, extra = parser.parse_args(argv[:cut]), argv[cut + 1 :]
     if not (args.candidate / ".git").exists():
         parser.error(f"{args.candidate} is not a git checkout")
+    exits.torch_here("python -m harness gpu-tests", "tests")
     if not args.no_sandbox and (why := sandbox.why_not()):
         print(f"gpu-tests: no sandbox here: {why} (--no-sandbox runs without)", file=sys.stderr)
         return sandbox.EXIT_NO_SANDBOX

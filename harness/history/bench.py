@@ -37,6 +37,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-publish", action="store_true", help="skip building the site")
     asvrun.add_config(parser)
     args = parser.parse_args(argv)
+    exits.torch_here("python -m harness bench", "bench")  # asv runs the suite in this Python
     try:  # before minutes of measuring, not after
         results = asvrun.results_dir(args.config)
     except asvrun.ConfigError as error:

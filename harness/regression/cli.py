@@ -216,6 +216,7 @@ def main(argv=None) -> int:
     args = parse(parser, argv)
     if args.replay:
         return replay(args.replay, args)
+    exits.torch_here("python -m harness regression", "regression")
     try:
         base, head = kernel_source.resolve(args.base), kernel_source.resolve(args.head)
     except ValueError as error:  # SourceError: no such commit; or a NUL character git can't be given
