@@ -33,7 +33,7 @@ BUNDLE_SCRIPT = ROOT / "tools" / "gpu-runner" / "offline-bundle.sh"
 
 
 def pages() -> list[Path]:
-    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
 PAGE_IDS = [str(page.relative_to(ROOT)) for page in pages()]
@@ -424,7 +424,12 @@ NOT_RUN_IN_CI = {
     "pip install -r requirements/dev.txt": Why(ELSEWHERE, f"{CI_RUN}: the README's environment, in a fresh clone"),
     "python -m venv .venv": Why(ELSEWHERE, f"{CI_RUN}: the README's environment, in a fresh clone"),
     "pip install .": Why(PACKAGES, "tests/test_packaging.py builds the wheel it installs, and checks what it declares"),
-    "pip install torch --index-url https://download.pytorch.org/whl/cpu": Why(PACKAGES, "torch's CPU build"),
+    "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu": Why(
+        PACKAGES, "torch's CPU build, the support table's 2.13.0+cpu row"
+    ),
+    "pip install . triton==3.7.1": Why(
+        PACKAGES, "the Triton the support table's 2.13.0+cpu row ran with; tests/test_packaging.py builds the wheel"
+    ),
     "pip install bitsandbytes==0.50.2": Why(PACKAGES, "requirements/runtime.txt pins the same; the tests install it"),
     "pip install -r requirements/ci-tools.txt": Why(PACKAGES, "nox -s tests installs the same file in its environment"),
     "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130": Why(
@@ -450,7 +455,10 @@ NOT_RUN_IN_CI = {
     "python -m pytest -n 8 tests": Why(TOO_LONG, "the whole suite, 8 minutes on 2 cores: nox -s tests runs it in CI"),
     "nox -s lint": Why(ELSEWHERE, f"{CI_YML}: the lint job (tests/harness/test_act_ci.py runs that job under act)"),
     "nox -s pins": Why(ELSEWHERE, f"{CI_YML}: the lint job; it reads the package index's pages"),
-    "nox -s kernel_tests": Why(ELSEWHERE, f"{CI_RUN}: the oldest pair and the newest this machine reaches"),
+    "nox -s kernel_tests -- torch==2.11.0 triton==3.6.0": Why(ELSEWHERE, f"{CI_RUN}: the oldest pair"),
+    "nox -s tests -- tests/test_dequantize.py -q": Why(
+        PATTERN, "a part of the suite: the arguments after -- go to pytest; nox -s tests runs the whole"
+    ),
     "python tools/release/support_table.py --write": Why(
         ELSEWHERE, "tests/harness/test_version_legs.py: the README's table must be what it writes (it rewrites README)"
     ),
