@@ -128,6 +128,7 @@ class FakeSession:
         }
         self.facts = {"name": "a fake GPU"}
         self.last_calls, self.last_checked = [], []
+        self.stats = {"candidate_processes": 0, "starting_s": 0.0, "clearing_s": 0.0}
 
     def exactness(self, side):
         if self.ready.get(side, {}).get("error"):  # its process never said it was ready
