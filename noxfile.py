@@ -156,8 +156,8 @@ def torch_from_override(version: str) -> list[str] | None:
 def install_cpu_torch(session: nox.Session, pip: tuple[str, ...], version: str, *, pinned: bool) -> None:
     """torch ``version``'s CPU build, alone (--no-deps): from NF4KERNEL_TORCH where it is set, else from
     PyTorch's CPU index (torch-cpu.txt where ``pinned``), else from pip's own sources (a find-links
-    folder pip.conf names). Where none has it, the session ends in one line naming the override; with
-    ``pinned`` False (a kernel_tests leg) PyPI's build is taken instead, and said."""
+    folder pip.conf names). Where none has it, the session ends in one line naming the override: a
+    multi-gigabyte CUDA build is taken only when asked for (NF4KERNEL_TORCH=pypi)."""
     try:
         override = torch_from_override(version)
     except ValueError as error:
@@ -176,9 +176,6 @@ def install_cpu_torch(session: nox.Session, pip: tuple[str, ...], version: str, 
     found = subprocess.run([*pip, "--no-deps", f"torch=={version}+cpu"], capture_output=True, text=True)
     if found.returncode == 0:
         session.log(f"torch {version}+cpu installed from pip's own sources")
-        return
-    if not pinned:
-        session.log(f"none there: PyPI's torch {version} (CUDA's on Linux)")
         return
     session.error(
         f"PyTorch's CPU index {index} does not answer and pip has no torch {version}+cpu elsewhere: set "
@@ -346,7 +343,8 @@ def kernel_tests(session: nox.Session) -> None:
     """The kernel's tests on a chosen torch and Triton: ``nox -s kernel_tests -- torch==2.11.0 triton==3.6.0``.
 
     Each pair gets its own environment in .nox (built once): torch's CPU build where there is no
-    NVIDIA GPU (PyTorch's CPU index, NF4KERNEL_TORCH, pip's own sources, else PyPI's build, said),
+    NVIDIA GPU (NF4KERNEL_TORCH, PyTorch's CPU index or pip's own sources; where none has it, one
+    line naming NF4KERNEL_TORCH: ``pypi`` takes PyPI's build, CUDA's on Linux),
     that Triton, and requirements/kernel-tests.txt. ``--record FILE`` writes what ran and how it
     ended as JSON, the support table's input (``python tools/release/support_table.py``); other
     arguments go to pytest. pytest's own exit code ends the session."""

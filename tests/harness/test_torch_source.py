@@ -50,9 +50,18 @@ def checkout_with_a_closed_index(tmp_path) -> Path:
 
 
 @pytest.mark.skipif(noxfile.has_nvidia_gpu(), reason="a GPU machine takes PyPI's CUDA build, not the CPU index")
-def test_an_unreachable_cpu_index_ends_the_session_in_one_line_naming_the_override(checkout_with_a_closed_index):
+@pytest.mark.parametrize(
+    "session",
+    [["tests"], ["kernel_tests", "--", "torch==2.11.0", "triton==3.6.0"]],
+    ids=["tests", "kernel_tests"],
+)
+def test_an_unreachable_cpu_index_ends_the_session_in_one_line_naming_the_override(
+    checkout_with_a_closed_index, session
+):
+    """Never a multi-gigabyte CUDA build without being asked: a kernel_tests leg too (CI's legs here
+    ask, NF4KERNEL_TORCH=pypi in .ci/run)."""
     tree = checkout_with_a_closed_index
-    command = [sys.executable, "-m", "nox", "-s", "tests", "--envdir", str(tree / ".nox"), "--no-color"]
+    command = [sys.executable, "-m", "nox", "--envdir", str(tree / ".nox"), "--no-color", "-s", *session]
     start = time.monotonic()
     done = subprocess.run(command, cwd=tree, env=closed_pip_env(), capture_output=True, text=True, timeout=170)
     took = time.monotonic() - start
