@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "tools" / "release"))
 import support_table  # noqa: E402
 
 RECORDS = support_table.read_records(support_table.RECORDS)
-CI_RUN_LEG = re.compile(r"^nox -s kernel_tests -- torch==(\S+) triton==(\S+)", re.MULTILINE)
+CI_RUN_LEG = re.compile(r"^(?:NF4KERNEL_TORCH=\S+ )?nox -s kernel_tests -- torch==(\S+) triton==(\S+)", re.MULTILINE)
 
 
 def release(version: str) -> str:
