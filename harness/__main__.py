@@ -9,10 +9,9 @@ every command shares are ``core/exits.py``'s). The nox sessions run these; so ca
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-from harness.core import command_output, exits
+from harness.core import command_output
 
 # command -> (module whose main(argv) it runs, what it does)
 COMMANDS = {
@@ -32,23 +31,8 @@ COMMANDS = {
 }
 
 
-def listing() -> str:
-    width = max(map(len, COMMANDS))
-    lines = [f"  {name:{width}s}  {about}" for name, (_, about) in COMMANDS.items()]
-    return "usage: python -m harness COMMAND [ARGUMENTS]  (COMMAND --help: its own)\n\n" + "\n".join(lines)
-
-
 def main(argv: list[str] | None = None) -> int:
-    command_output.plain_streams()  # every command's: an argument that is no UTF-8 is quoted back, not an error
-    words = list(sys.argv[1:] if argv is None else argv)
-    if not words or words[0] in ("-h", "--help"):
-        print(listing())
-        return 0 if words else exits.BAD_INPUT
-    name, rest = words[0], words[1:]
-    if name not in COMMANDS:
-        print(f"harness: no command {name!r}; the commands: {', '.join(COMMANDS)} (exit 2)", file=sys.stderr)
-        return exits.BAD_INPUT
-    return importlib.import_module(COMMANDS[name][0]).main(rest)
+    return command_output.program("harness", COMMANDS, argv)
 
 
 if __name__ == "__main__":

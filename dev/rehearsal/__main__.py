@@ -7,10 +7,9 @@
 
 from __future__ import annotations
 
-import importlib
 import sys
 
-from harness.core import command_output, exits
+from harness.core import command_output
 
 COMMANDS = {
     "rehearse": ("dev.rehearsal.rehearse", "gpu.yml and history.yml run for real under act"),
@@ -19,18 +18,7 @@ COMMANDS = {
 
 
 def main(argv: list[str] | None = None) -> int:
-    command_output.plain_streams()
-    words = list(sys.argv[1:] if argv is None else argv)
-    if not words or words[0] in ("-h", "--help"):
-        width = max(map(len, COMMANDS))
-        print("usage: python -m dev.rehearsal COMMAND [ARGUMENTS]  (COMMAND --help: its own)\n")
-        print("\n".join(f"  {name:{width}s}  {about}" for name, (_, about) in COMMANDS.items()))
-        return 0 if words else exits.BAD_INPUT
-    name, rest = words[0], words[1:]
-    if name not in COMMANDS:
-        print(f"dev.rehearsal: no command {name!r}; the commands: {', '.join(COMMANDS)} (exit 2)", file=sys.stderr)
-        return exits.BAD_INPUT
-    return importlib.import_module(COMMANDS[name][0]).main(rest)
+    return command_output.program("dev.rehearsal", COMMANDS, argv)
 
 
 if __name__ == "__main__":

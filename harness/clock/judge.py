@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 from harness.clock import channel as ch
 from harness.clock import contexts, messages, plan, processes
-from harness.core import policy, workload
+from harness.core import kernel_source, policy, sandbox, workload
+from harness.core.paths import ROOT
 
 POLICY = policy.clock()  # the trusted tree's .github/gpu-types.toml, [policy.clock]
 CHECKS_PER_BATCH = POLICY.checks_per_batch
@@ -89,6 +90,23 @@ def trusted_env(extra: dict | None = None) -> dict:
     return {**env, **(extra or {})}
 
 
+def candidate(kernel: kernel_source.Staged, extra: dict | None = None, sandboxed: bool = True):
+    """How a candidate's call process starts: in bubblewrap's sandbox (the staged kernel and this
+    checkout read-only, the kernel's commit's compile cache read-write, nothing of the job's, no
+    network), the staged kernel first on its path and ``extra`` in its environment; plain without
+    ``sandboxed`` (``--no-sandbox``: a machine without bubblewrap; the workflows never pass it)."""
+    cache = sandbox.kernel_cache(kernel.commit)
+    env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache), **(extra or {})}
+    if not sandboxed:
+        return processes.plain(trusted_env(env))
+
+    def launch(argv, fds, held):
+        view = {"read": [kernel.path, ROOT], "write": [cache], "env": env}
+        return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
+
+    return launch
+
+
 @dataclass
 class Session:
     reference: processes.Process
@@ -138,11 +156,13 @@ class Session:
             self.stats["starting_s"] += time.monotonic() - began
         self.current = name
 
-    def retire(self) -> None:
-        """End the candidate's process in hand: the next batch, of any name, starts anew."""
-        if self.current is not None and self.current not in self.trusted:
-            processes.end(self.impls[self.current])
-        self.current = None
+    def costs(self) -> str:
+        """What the candidates' new processes cost the session so far, for the log."""
+        stats = self.stats
+        return (
+            f"{stats['candidate_processes']} candidate processes, {stats['starting_s']:.1f} s starting them, "
+            f"{stats['clearing_s']:.2f} s waiting for the GPU to hold none of their contexts"
+        )
 
     def clear(self) -> None:
         """Until the GPU holds no context but those it held before any candidate's process
@@ -313,7 +333,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
             messages.send(process.sock, handout, fds)
             return process
 
-        def ready_of(name: str, process: processes.Process) -> dict:
+        def ready_of(process: processes.Process) -> dict:
             try:
                 return process.receive("saying it is ready")[0]
             except ValueError as error:
@@ -322,14 +342,14 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
         trusted = [name for name, (impl, _) in launchers.items() if impl in TRUSTED]
         started = {name: start(name) for name in trusted}
         for name, process in started.items():
-            ready[name] = ready_of(name, process)
+            ready[name] = ready_of(process)
             process.freeze()
             if not ready[name].get("error"):
                 impls[name] = process
 
         def candidate(name: str) -> processes.Process:
             process = start(name)
-            said = ready_of(name, process)
+            said = ready_of(process)
             ready.setdefault(name, said)
             if said.get("error"):
                 processes.end(process)

@@ -68,3 +68,26 @@ def plain_streams() -> None:
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+
+
+def program(name: str, commands: dict, argv: list[str] | None = None) -> int:
+    """``python -m NAME COMMAND [ARGUMENTS]``: COMMAND's module's ``main(ARGUMENTS)`` (``commands``:
+    command -> (module, what it does)); alone, or with --help, the commands one line each (exit 2
+    alone, 0 for --help); an unknown command is one line and exit 2. The harness's program and the
+    workshop's (``dev/rehearsal``) are this one."""
+    import importlib
+
+    from harness.core import exits
+
+    plain_streams()  # every command's: an argument that is no UTF-8 is quoted back, not an error
+    words = list(sys.argv[1:] if argv is None else argv)
+    if not words or words[0] in ("-h", "--help"):
+        width = max(map(len, commands))
+        lines = [f"  {command:{width}s}  {about}" for command, (_, about) in commands.items()]
+        print(f"usage: python -m {name} COMMAND [ARGUMENTS]  (COMMAND --help: its own)\n\n" + "\n".join(lines))
+        return exits.OK if words else exits.BAD_INPUT
+    command, rest = words[0], words[1:]
+    if command not in commands:
+        print(f"{name}: no command {command!r}; the commands: {', '.join(commands)} (exit 2)", file=sys.stderr)
+        return exits.BAD_INPUT
+    return importlib.import_module(commands[command][0]).main(rest)

@@ -38,17 +38,10 @@ def measure(args) -> dict:
             f"--kernel measures in a sandbox, and there is none here: {why} (--no-sandbox measures without)"
         )
     with kernel_source.staged(args.kernel) as kernel, contextlib.ExitStack() as stack:
-        cache = sandbox.kernel_cache(kernel.commit)
-        inside = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache)}
-
-        def candidate(argv, fds, held):
-            view = {"read": [kernel.path, ROOT], "write": [cache], "env": inside}
-            return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
-
         trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT)})
         unsloth_home = stack.enter_context(tempfile.TemporaryDirectory(prefix="nf4kernel-unsloth-"))
         launchers = {
-            "nf4kernel": ("nf4kernel", candidate),
+            "nf4kernel": ("nf4kernel", judge.candidate(kernel)),
             BASELINE: (BASELINE, processes.plain(trusted, cwd=unsloth_home)),
         }
         setup = {"device": "cuda", "challenge": [list(mlp) for mlp in workload.CHALLENGE_A], "matrix": True}
@@ -123,7 +116,5 @@ def measure_in(session: judge.Session, record: dict, args) -> None:
     stats = session.stats
     measurement.log(
         f"{stats['calls']} calls timed, {stats['checks']} outputs checked; the closest call to its physical floor "
-        f"took {stats['closest_to_physics'] or 0:.2f}x it; {stats['candidate_processes']} candidate processes, "
-        f"{stats['starting_s']:.1f} s starting them, {stats['clearing_s']:.2f} s waiting for the GPU to hold none "
-        "of their contexts"
+        f"took {stats['closest_to_physics'] or 0:.2f}x it; {session.costs()}"
     )

@@ -47,20 +47,14 @@ PYTEST = ["-m", "pytest", "-n", "auto", "-p", "no:cacheprovider"]
 EXIT_WRONG = 3  # the reference process found an output wrong, or could not check the kernel
 
 
-def checked_by_the_reference(kernel: kernel_source.Staged, cache: Path, device: str, no_sandbox: bool) -> int:
+def checked_by_the_reference(kernel: kernel_source.Staged, device: str, no_sandbox: bool) -> int:
     """The staged kernel on the exactness matrix, each output checked by the clock's reference
     process: 0 when every one is bit for bit bitsandbytes', else EXIT_WRONG, said in one line."""
-    from harness.clock import judge, processes
+    from harness.clock import judge
 
     print(f"gpu-tests: the reference process checks {kernel.describe()} on the exactness matrix", flush=True)
     extra = {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
-    inside = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache), **extra}
-    view = {"read": [kernel.path, ROOT], "write": [cache], "env": inside}
-
-    def sandboxed(argv, fds, held):
-        return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
-
-    launch = processes.plain(judge.trusted_env(inside)) if no_sandbox else sandboxed
+    launch = judge.candidate(kernel, extra, sandboxed=not no_sandbox)
     trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
     try:
         with judge.session({"nf4kernel": ("nf4kernel", launch)}, {"device": device, "matrix": True}, trusted) as (
@@ -138,7 +132,7 @@ def main(argv=None) -> int:
                 "NF4KERNEL_UNDER_TEST": str(kernel.path),
                 **sandbox.cache_env(cache),
             }
-            trusted = checked_by_the_reference(kernel, cache, args.device, args.no_sandbox)
+            trusted = checked_by_the_reference(kernel, args.device, args.no_sandbox)
             # -o pythonpath=: pyproject's pythonpath = ["."] would put this checkout's nf4kernel first.
             ours = [sys.executable, *PYTEST, "-o", "pythonpath=", "--rootdir", str(ROOT), str(ROOT / "tests")]
             ours += ["--ignore", str(ROOT / "tests" / "harness"), *extra]

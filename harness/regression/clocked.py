@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 
-from harness.clock import judge, processes
+from harness.clock import judge
 from harness.core import gpu_state, kernel_source, sandbox
 from harness.core.paths import ROOT
 from harness.regression import rule
@@ -48,22 +48,6 @@ class MeasureError(RuntimeError):
     def __init__(self, message: str, exit_code: int = 2):
         super().__init__(message)
         self.exit_code = exit_code
-
-
-def launcher(kernel: kernel_source.Staged, extra: dict, sandboxed: bool = True):
-    """How a side's call process starts: sandboxed (the staged kernel and this checkout read-only,
-    the kernel's commit's compile cache read-write, nothing of the job's), or plain with
-    without ``sandboxed`` (``--no-sandbox``: a machine without bubblewrap; the workflows never pass it)."""
-    cache = sandbox.kernel_cache(kernel.commit)
-    env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache), **extra}
-    if not sandboxed:
-        return processes.plain(judge.trusted_env(env))
-
-    def launch(argv, fds, held):
-        view = {"read": [kernel.path, ROOT], "write": [cache], "env": env}
-        return held.enter_context(sandbox.started(argv, pass_fds=fds, **view))
-
-    return launch
 
 
 def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict, rounds: int, log=print) -> dict:
@@ -104,15 +88,6 @@ def run_pass(session: judge.Session, ready: dict, keys: list[str], groups: dict,
     return found
 
 
-def started(session: judge.Session) -> str:
-    """What a pass's new processes cost: a line of the log."""
-    stats = session.stats
-    return (
-        f"regression: {stats['candidate_processes']} kernel processes started in {stats['starting_s']:.1f} s, "
-        f"{stats['clearing_s']:.2f} s waiting for the GPU to hold none of an ended one's contexts"
-    )
-
-
 def exact(session: judge.Session, side: str) -> None:
     """``side``'s kernel checked on the exactness matrix and every copy, in the process that goes
     on to its batches; MeasureError (exit 3) naming the first wrong output."""
@@ -134,7 +109,7 @@ def measuring(
     setup = {"device": device, "suite": list(keys), "matrix": True, "working_set": CPU_WORKING_SET if cpu else None}
     trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
     sides = SIDES[::-1] if swapped else SIDES  # judge.session gives cores in this order
-    launchers = {side: ("nf4kernel", launcher(staged[side], extra, sandboxed)) for side in sides}
+    launchers = {side: ("nf4kernel", judge.candidate(staged[side], extra, sandboxed)) for side in sides}
     with judge.session(launchers, setup, trusted) as (session, ready):
         session.repeats = CPU_CALLS if cpu else CALLS
         if cpu:
@@ -171,13 +146,13 @@ def measure(
         with measuring(staged, keys, device, sandboxed=sandboxed) as (session, ready):
             record["device"] = session.facts.get("name", device)
             record["passes"] = [run_pass(session, ready, keys, groups, first_rounds, log)]
-            log(started(session))
+            log(f"regression: {session.costs()}")
         again = rule.suspects(rule.judge(record["passes"][0], min_change, min_group_change))
         if again:
             log(f"regression: {len(again)} of {len(keys)} to measure again in new processes: {', '.join(again)}")
             with measuring(staged, keys, device, swapped=True, sandboxed=sandboxed) as (session, ready):
                 record["passes"].append(run_pass(session, ready, again, groups, second_rounds, log))
-                log(started(session))
+                log(f"regression: {session.costs()}")
     except judge.NotStarted as failure:
         raise MeasureError(failure.entry["reason"]) from None
     except judge.Failed as failure:

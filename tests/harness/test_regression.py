@@ -128,7 +128,9 @@ class FakeSession:
         }
         self.facts = {"name": "a fake GPU"}
         self.last_calls, self.last_checked = [], []
-        self.stats = {"candidate_processes": 0, "starting_s": 0.0, "clearing_s": 0.0}
+
+    def costs(self):
+        return "no processes: a fake session"
 
     def exactness(self, side):
         if self.ready.get(side, {}).get("error"):  # its process never said it was ready
@@ -226,9 +228,9 @@ def test_a_side_runs_sandboxed_with_the_callers_packages_behind_the_staged_kerne
 
     monkeypatch.setenv("PYTHONPATH", "/opt/site-packages")
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton-cache-regression"))
-    monkeypatch.setattr(clocked.sandbox, "started", started)
+    monkeypatch.setattr(clocked.judge.sandbox, "started", started)  # every candidate's launcher: the clock's
     with contextlib.ExitStack() as stack:
-        launch = clocked.launcher(Staged("a" * 40, tmp_path / "stage"), {})
+        launch = clocked.judge.candidate(Staged("a" * 40, tmp_path / "stage"), {})
         assert launch(["python"], (7, 8), stack) == "a process"
     own = tmp_path / "triton-cache-regression" / "sandboxed" / ("a" * 40)
     path = [str(tmp_path / "stage"), str(clocked.ROOT), "/opt/site-packages"]
