@@ -294,6 +294,26 @@ run_step() {
           | tee -a "$OUT/judged-at.txt"
       done
       tar czf "$OUT/judged-runs.tgz" -C /tmp judged-runs ;;
+    test-job:*)
+      # gpu.yml's test job (`python -m harness gpu-tests ../candidate`, from the trusted checkout:
+      # /tmp/repo) on each item: `honest` (main) or an attack of dev/rehearsal/attacks.py planted on a
+      # scratch commit over main in a clone of its own. After `repo`. Exits in test-job.txt, logs in
+      # the archive.
+      items=${step#test-job:}; mkdir -p /tmp/test-job-runs
+      for item in $(echo "$items" | tr ',' ' '); do
+        cand=/tmp/candidate-$item
+        [ -d "$cand/.git" ] || git clone -q /tmp/repo "$cand" || exit 1
+        if [ "$item" != honest ]; then
+          (cd /tmp/repo && python3 -c 'import sys; from pathlib import Path; from dev.rehearsal import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$cand" "$item") \
+            && (cd "$cand" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
+        fi
+        start=$SECONDS
+        (cd /tmp/repo && python3 -m harness gpu-tests "$cand" -- -q) > "/tmp/test-job-runs/$item.log" 2>&1
+        code=$?
+        echo "test job on $item: exit $code in $((SECONDS - start)) s: $(grep -ahE "^gpu-tests|passed|failed" "/tmp/test-job-runs/$item.log" | tr "\n" " " | cut -c1-600)" \
+          | tee -a "$OUT/test-job.txt"
+      done
+      tar czf "$OUT/test-job-runs.tgz" -C /tmp test-job-runs ;;
     gap@*)
       # What separates the clock's figure from the in-process one, on GPU G (tools/probes/clock_gap.py).
       gpu=${step#gap@}

@@ -17,19 +17,16 @@ runs them through the gate, and the rehearsal's ``hostile-<attack>`` scenarios t
   the output already there from an earlier call is taken as done).
 * ``unsynced``: ``torch.cuda.synchronize`` made a no-op, so a call answers before its work ends.
 
-GPU work that outlives a frozen process: each does every call's work twice and leaves more queued,
-to slow whatever is timed next (``torch.cuda.synchronize`` made its own stream's, so the worker's
-sync does not wait for it):
+GPU work that outlives a frozen process: each does every call's work twice and leaves a one-warp
+kernel spinning on the GPU's clock (until the candidate calls again, or 4 s) where it takes another
+process's time slices, the candidate frozen (``torch.cuda.synchronize`` made its own stream's, so
+the worker's sync does not wait for it):
 
-* ``released``: each call queues sixteen more of itself on a stream of its own, behind a wait
-  (``cuStreamWaitValue32``) for its output slot to hold the reference's poison again: the work
-  starts when the next batch is poisoned and runs through the baseline's batches, and stalls in
-  the candidate's own, which overwrite the slot.
-* ``second-process``: the same, in a second process with a CUDA context of its own, which maps the
-  slots the clock lent (their descriptor kept when the worker opened them) and waits on the slot
-  its parent's last call wrote.
-* ``long-kernel``: right before a call answers, a burst of 400 calls' work on a stream of its own
-  (when the last has ended), so the last still runs once the process is frozen.
+* ``released``: the spin queued behind a wait (``cuStreamWaitValue32``) for the slot just written to
+  hold the reference's poison again: the next batch's poison starts it.
+* ``second-process``: the same from a second process with a CUDA context of its own, which maps the
+  slots the clock lent (their descriptor kept when the worker opened them).
+* ``long-kernel``: the spin launched right before a call answers: the last call's runs on.
 """
 
 from __future__ import annotations
@@ -169,8 +166,25 @@ _no_sync()
 
 
 # What the GPU-work attacks share: twice the work per call, their own stream's sync in place of the
-# device's, and the driver's wait on a 32-bit word (flag 0x1: CU_STREAM_WAIT_VALUE_EQ).
+# device's, a call counter in pinned memory the GPU reads, and a one-warp kernel that spins on the
+# GPU's clock until the counter moves (the candidate called again: its own batch goes on, so it
+# stops) or SPIN_NS pass. A spin in the candidate's own context costs the candidate one warp; in
+# another process's turn, it takes that context's time slices. The driver's wait on a 32-bit word
+# is cuStreamWaitValue32 (flag 0x1: CU_STREAM_WAIT_VALUE_EQ).
 QUEUED = """
+import triton as _triton
+import triton.language as _tl
+from triton.language.extra.cuda import globaltimer as _globaltimer
+SPIN_NS = 4_000_000_000  # under the old quiet probe's 5 s wait, so a batch after it still gets timed
+@_triton.jit
+def _spin(calls, ns):
+    began = _globaltimer()
+    seen = _tl.load(calls, volatile=True)
+    now = began
+    count = seen
+    while (now - began < ns) & (count == seen):
+        now = _globaltimer()
+        count = _tl.load(calls, volatile=True)
 def _waiter():
     import ctypes
     wait = ctypes.CDLL("libcuda.so.1").cuStreamWaitValue32_v2
@@ -187,36 +201,39 @@ def _queued_twice():
         got = once(W, quant_state, out=out)
         if out is not None and out.is_cuda:
             torch.cuda.current_stream().synchronize()
-            _after_call(W, quant_state, out, once, kept)
+            if not kept:
+                calls = torch.zeros(1, dtype=torch.int64, pin_memory=True)
+                kept.update(calls=calls, side=torch.cuda.Stream(), event=None)
+            kept["calls"][0] += 1
+            _after_call(out, kept)
         return got
     api.dequantize = twice
 """
 
+# In the candidate's process: behind a wait for the slot just written to hold the reference's poison
+# again, a spin. The next batch's poison starts it: in the candidate's own next batch it stops at the
+# first call; in the baseline's it runs on, the candidate frozen.
 RELEASED = """
-def _after_call(W, quant_state, out, once, kept):
+def _after_call(out, kept):
     import torch
-    if not kept:
-        kept.update(wait=_waiter(), side=torch.cuda.Stream(), events=[], scratch={})
-    events = kept["events"]
-    while events and events[0].query():
-        events.pop(0)
-    if len(events) >= 32:  # a stream's queue holds about a thousand commands: a full one blocks the call
-        return
-    scratch = kept["scratch"].setdefault((tuple(out.shape), out.dtype), torch.empty_like(out))
+    if kept["event"] is not None and not kept["event"].query():
+        return  # one spin armed (or spinning) at a time
+    if "wait" not in kept:
+        kept["wait"] = _waiter()
     side = kept["side"]
     with torch.cuda.stream(side):
         kept["wait"](side.cuda_stream, out.data_ptr(), 0xFFFFFFFF, 1)
-        for _ in range(16):
-            once(W, quant_state, out=scratch)
-        event = torch.cuda.Event()
-        event.record(side)
-        events.append(event)
+        _spin[(1,)](kept["calls"], SPIN_NS, num_warps=1)
+        kept["event"] = torch.cuda.Event()
+        kept["event"].record(side)
 _queued_twice()
 """
 
-# The second process: it maps the slots the clock lent the worker (the descriptor kept when the
-# worker opened them) and queues, behind a wait on the slot its parent's last call wrote, copies of
-# its own; the parent tells it that slot's offset through a shared word.
+# The same from a second process with a CUDA context of its own: it maps the slots the clock lent the
+# worker (the descriptor kept when the worker opened them) and the page holding its parent's counter,
+# and arms its spin behind a wait on the slot its parent's last call wrote (told through that page)
+# once its parent has called twice since its last spin ended: that slot was then written after the
+# batch's poison.
 SECOND_PROCESS = """
 _slots = []
 def _keep_the_slots():
@@ -229,63 +246,59 @@ def _keep_the_slots():
             _slots[:] = [_os.dup(fd), size, region.view(0, torch.uint8, [size]).data_ptr()]
         return region
     regions.Region.open = classmethod(open_kept)
-_CHILD = '''
-import mmap, struct, sys, time, ctypes, torch
+_CHILD = r'''
+import mmap, sys, time, torch
 from harness.clock.regions import Region
+from nf4kernel import _spin, _waiter, SPIN_NS
 fd, size, shared = (int(x) for x in sys.argv[1:4])
 slots = Region.open(fd, size, "cuda")
 base = slots.view(0, torch.uint8, [size]).data_ptr()
-word = mmap.mmap(shared, 8)
-wait = ctypes.CDLL("libcuda.so.1").cuStreamWaitValue32_v2
-wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
-side = torch.cuda.Stream()
-a = torch.empty(1 << 27, dtype=torch.uint8, device="cuda")
-b = torch.empty_like(a)
-events = []
+page = mmap.mmap(shared, 4096)
+words = torch.frombuffer(page, dtype=torch.int64)
+torch.cuda.cudart().cudaHostRegister(words.data_ptr(), 4096, 0)
+calls = words[1:2]
+wait, side = _waiter(), torch.cuda.Stream()
+event, armed_at = None, None
 while True:
-    while events and events[0].query():
-        events.pop(0)
-    while len(events) < 32:
+    count = int(words[1])
+    if event is not None and event.query():
+        event, armed_at = None, count
+    if event is None and (armed_at is None or count >= armed_at + 2):
         with torch.cuda.stream(side):
-            wait(side.cuda_stream, base + struct.unpack("Q", word[:8])[0], 0xFFFFFFFF, 1)
-            for _ in range(16):
-                b.copy_(a)
+            wait(side.cuda_stream, base + int(words[0]), 0xFFFFFFFF, 1)
+            _spin[(1,)](calls, SPIN_NS, num_warps=1)
             event = torch.cuda.Event()
             event.record(side)
-            events.append(event)
-    time.sleep(0.002)
+    time.sleep(0.0005)
 '''
-def _after_call(W, quant_state, out, once, kept):
+def _after_call(out, kept):
     import mmap, struct, subprocess, sys
     if not _slots:
         return
-    if not kept:
+    if "page" not in kept:
         fd, size, base = _slots
         shared = _os.memfd_create("beside")
-        _os.ftruncate(shared, 8)
-        word = mmap.mmap(shared, 8)
-        word[:8] = struct.pack("Q", out.data_ptr() - base)
+        _os.ftruncate(shared, 4096)
+        kept["page"] = mmap.mmap(shared, 4096)
         argv = [sys.executable, "-c", _CHILD, str(fd), str(size), str(shared)]
-        kept.update(word=word, child=subprocess.Popen(argv, pass_fds=(fd, shared)))
-    kept["word"][:8] = struct.pack("Q", out.data_ptr() - _slots[2])
+        kept["child"] = subprocess.Popen(argv, pass_fds=(fd, shared))
+    kept["page"][:16] = struct.pack("qq", out.data_ptr() - _slots[2], int(kept["calls"][0]))
 _keep_the_slots()
 _queued_twice()
 """
 
+# Right before a call answers, a spin on a stream of its own (none while one runs): the next call
+# stops it, so in the candidate's batch it costs a warp; after the last call it runs on into
+# whatever comes next, the candidate frozen.
 LONG_KERNEL = """
-def _after_call(W, quant_state, out, once, kept):
+def _after_call(out, kept):
     import torch
-    if not kept:
-        kept.update(side=torch.cuda.Stream(), event=None, scratch={})
     if kept["event"] is not None and not kept["event"].query():
-        return  # the last burst still runs
-    scratch = kept["scratch"].setdefault((tuple(out.shape), out.dtype), torch.empty_like(out))
-    side = kept["side"]
-    with torch.cuda.stream(side):
-        for _ in range(400):
-            once(W, quant_state, out=scratch)
+        return
+    with torch.cuda.stream(kept["side"]):
+        _spin[(1,)](kept["calls"], SPIN_NS, num_warps=1)
         kept["event"] = torch.cuda.Event()
-        kept["event"].record(side)
+        kept["event"].record(kept["side"])
 _queued_twice()
 """
 

@@ -154,14 +154,20 @@ class Session:
             self.impls[name] = self.starter(name)
             self.stats["candidate_processes"] += 1
             self.stats["starting_s"] += time.monotonic() - began
+            self.stats["last_start"] = {
+                "wall": round(time.monotonic() - began, 3),
+                **self.impls[name].said.get("setup_s", {}),
+            }
         self.current = name
 
     def costs(self) -> str:
         """What the candidates' new processes cost the session so far, for the log."""
         stats = self.stats
+        last = ", ".join(f"{k} {v:.2f} s" for k, v in stats.get("last_start", {}).items())
         return (
-            f"{stats['candidate_processes']} candidate processes, {stats['starting_s']:.1f} s starting them, "
-            f"{stats['clearing_s']:.2f} s waiting for the GPU to hold none of their contexts"
+            f"{stats['candidate_processes']} candidate processes, {stats['starting_s']:.1f} s starting them "
+            f"(the last: {last or 'none'}), {stats['clearing_s']:.2f} s waiting for the GPU to hold none of "
+            "their contexts"
         )
 
     def clear(self) -> None:
@@ -330,7 +336,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
             )
             stack.callback(processes.end, process)
             process.sock.settimeout(setup_timeout)
-            messages.send(process.sock, handout, fds)
+            messages.send(process.sock, handout | {"lean": name in ready}, fds)  # a later process
             return process
 
         def ready_of(process: processes.Process) -> dict:
@@ -349,7 +355,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
 
         def candidate(name: str) -> processes.Process:
             process = start(name)
-            said = ready_of(process)
+            said = process.said = ready_of(process)
             ready.setdefault(name, said)
             if said.get("error"):
                 processes.end(process)

@@ -32,6 +32,7 @@ class Process:
     line: ch.Channel
     frozen: set = field(default_factory=set)
     stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # what its launcher holds open
+    said: dict = field(default_factory=dict)  # its ready message, once it gave one
 
     def alive(self) -> bool:
         return self.popen is not None and self.popen.poll() is None

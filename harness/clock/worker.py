@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable
 
 from harness.clock import channel as ch
@@ -76,9 +77,11 @@ def peak_bytes(call, weight: int, device: str) -> int:
 
 
 def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
+    began = time.perf_counter()
     fn, source = implementation(impl)
     import torch
 
+    took = {"import": time.perf_counter() - began}
     setup, fds = messages.receive(sock)
     device = setup["device"]
     manifest = setup["manifest"]
@@ -95,15 +98,22 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
         fn(W, state, out)
         sync()
 
-    for w in range(len(weights)):
-        for _ in range(WARM_CALLS):
-            call(w, 0)
-    said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
     firsts = {}  # each timed group's first weight (copy #0): the one whose peak the regression check compares
     for w, entry in enumerate(manifest["weights"]):
         if entry["group"] < len(manifest["copies"]):
             firsts.setdefault(entry["group"], w)
-    said["peak_bytes"] = {manifest["weights"][w]["label"]: peak_bytes(call, w, device) for w in firsts.values()}
+    # A name's later processes (``lean``) only time what their first compiled and measured: one
+    # weight a group warms them (a batch's untimed warm-up repeats do the rest).
+    warm = list(firsts.values()) if setup.get("lean") else range(len(weights))
+    took["setup"] = time.perf_counter() - began - took["import"]
+    for w in warm:
+        for _ in range(WARM_CALLS):
+            call(w, 0)
+    took["warm"] = time.perf_counter() - began - took["import"] - took["setup"]
+    said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
+    if not setup.get("lean"):
+        said["peak_bytes"] = {manifest["weights"][w]["label"]: peak_bytes(call, w, device) for w in firsts.values()}
+    said["setup_s"] = {k: round(v, 3) for k, v in took.items()}  # its own word: the costs' log line alone
     messages.send(sock, said | {"imported_nf4kernel": "nf4kernel" in sys.modules})
     while True:
         op, a, b = line.next()

@@ -165,7 +165,7 @@ def test_a_candidate_s_process_is_ended_before_anything_else_runs_and_a_new_one_
     """Freezing stops a process's CPU, not the work its CUDA context queued: so a batch of another
     process ends every candidate's process first (the baseline, trusted, stays); consecutive
     batches of one candidate share its process."""
-    session, _ = clocked
+    session, ready = clocked
     session.timed_batch("honest", 0)
     first = session.impls["honest"]
     pids = processes.descendants(first.popen.pid)
@@ -180,6 +180,9 @@ def test_a_candidate_s_process_is_ended_before_anything_else_runs_and_a_new_one_
     session.timed_batch("honest", 0)
     assert session.impls["honest"] is not first and session.impls["honest"].alive()
     assert not session.impls["timers"].alive()
+    # a name's later process warms only what it times and measures no peak: its first's stands
+    assert "peak_bytes" in ready["honest"] and "peak_bytes" not in session.impls["honest"].said
+    assert set(session.stats["last_start"]) == {"wall", "import", "setup", "warm"}
 
 
 def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
@@ -283,6 +286,25 @@ def test_rewritten_checks_fool_a_check_made_where_the_candidate_was_imported(tmp
     done = subprocess.run(
         [sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=120, check=True
     )
+    assert done.stdout.split()[-1] == "True"
+
+
+@pytest.mark.parametrize("attack", ["released", "second-process", "long-kernel"])
+def test_a_gpu_work_attack_plants_a_package_that_imports_and_answers_right_off_the_gpu(tmp_path, attack):
+    """Their GPU part runs only on a GPU (``dev/gpu-machine``'s ``judged-at:`` step): here the planted
+    package must still import, its spin kernel among its globals, and answer bit for bit, so a GPU
+    run is not spent finding a slip in the attack."""
+    tree = planted_tree(tmp_path, attack)
+    code = (
+        "import torch, nf4kernel\nfrom harness.core import oracle\n"
+        "from bitsandbytes.functional import quantize_4bit\n"
+        "W, state = quantize_4bit(torch.randn(64, 128, dtype=torch.float16), quant_type='nf4')\n"
+        "assert callable(nf4kernel._spin)\n"
+        "print(torch.equal(nf4kernel.fast_dequantize(W, state), oracle.bnb_dequantize(W, state)))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}", "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-P", "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-1] == "True"
 
 
