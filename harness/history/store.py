@@ -1,17 +1,13 @@
-"""The GPU performance history committed with the code: ``benchmarks/history/``.
-
-It is an asv results store (``<machine>/machine.json``, ``<machine>/<commit>-<env>.json`` and the
-suite's ``benchmarks.json``) holding GPU machines only. Every harness command that runs or publishes
-asv first *seeds* ``.asv/results`` from it, so a fresh clone's site shows the real GPU graphs;
-``store`` copies a GPU machine's new results back, to be committed. Both merge the two copies
-benchmark by benchmark (``result_merge.py``): a benchmark one copy lacks is added, where both have
-it the newer measurement wins, and a measured value is never dropped for one that measured nothing.
-Each choice between two differing copies is said in one line; ``store`` names every file it adds
-or changes. The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
-nothing beside a GPU's.
+"""The GPU performance history committed with the code: ``benchmarks/history/``, GPU machines only.
 
     python -m harness history store [--machine NAME]   # .asv/results -> benchmarks/history
     python -m harness history list                     # what the committed history holds
+
+Every harness command that runs or publishes asv first *seeds* ``.asv/results`` from it, so a fresh
+clone's site shows the real GPU graphs; ``store`` copies a GPU machine's new results back, to be
+committed. Both merge by ``result_merge.py``'s rules (docs/performance-history.md, "The store's
+guarantees"). The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
+nothing beside a GPU's.
 
 Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's); 2 bad
 arguments, or a ``--config`` that is no asv configuration.
