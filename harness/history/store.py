@@ -21,6 +21,7 @@ from pathlib import Path
 from harness.core import command_output, records
 from harness.history import result_merge
 from harness.history.asvrun import ROOT, ConfigError, add_config, results_dir
+from harness.history.result_merge import is_gpu_machine, machines_in
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -49,15 +50,10 @@ def seed(results_dir: Path, store: Path = STORE) -> int:
     return merged.written
 
 
-def is_gpu_machine(machine_dir: Path) -> bool:
-    info = records.read_machine(machine_dir / "machine.json")
-    return info.get("gpu", "none") != "none"
-
-
 def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
     """Merge ``machine``'s results (and the suite's benchmarks.json) into the committed history, naming
     each file added or changed. Returns how many result files of ``machine`` the history holds. A file
-    that isn't asv's raises ValueError (result_merge.NotAResultFile) before anything is written."""
+    that isn't asv's raises ValueError (schema.RecordError) before anything is written."""
     source = Path(results_dir) / machine
     if not (source / "machine.json").is_file():
         raise ValueError(f"no results for machine {machine!r} in {results_dir}")
@@ -120,4 +116,4 @@ def main(argv=None) -> int:
 
 
 def gpu_machines(results: Path) -> list[str]:
-    return [name for name in result_merge.machines_in(results) if is_gpu_machine(results / name)]
+    return [name for name in machines_in(results) if is_gpu_machine(results / name)]
