@@ -1,22 +1,10 @@
 """The kernel under test, and nothing else of its tree.
 
-The harness judges a kernel with its own code: the gate, the regression check and the backfill run
-from *this* checkout, and take from the tree under test only its ``nf4kernel/`` package, written
-from its commit's blobs (``git cat-file``: each committed file's bytes exactly as the diff shows
-them, no symlink followed out of the tree) into a temporary folder that is put first on the
-measuring process's path. Not with ``git archive`` or a checkout: both apply the commit's own
-``.gitattributes``, where ``export-subst`` writes the commit message (code no reviewer read as
-code) into a file, ``ident``, an eol conversion or a filter driver (LFS's smudge, on a runner with
-git-lfs) change its bytes, and ``export-ignore`` drops it. Nothing else of that tree is importable:
-not its ``harness/``, ``benchmarks/``, ``conftest.py`` or a ``sitecustomize.py`` it might add. That
-is what lets a pull request's verdict come from its base's harness: on a PR the workflows check out
-the base (this checkout) and the PR's commit side by side and point here at the PR's checkout.
-
-Only ``.py`` files are staged (and the folders that hold them). A commit whose ``nf4kernel/`` holds
-anything else (a compiled ``.so`` or ``.pyd``, a ``.pth``, a data file, a symlink, a submodule) is
-refused with SourceError: such a file could be imported or read by the kernel, and no reviewer can
-read it, so a verdict on it would be a verdict on code nobody has seen. Every line of the kernel
-under test is then a line of Python in the pull request's diff.
+The harness judges a kernel with its own code and takes from the tree under test only its
+``nf4kernel/`` ``.py`` files, written byte for byte from the commit's blobs (``git cat-file``: no
+``.gitattributes`` applies) into a temporary folder put first on the measuring process's path.
+Anything else in the package (a ``.so``, a data file, a symlink, a submodule) is refused with
+SourceError, so every line that runs is one a reviewer can read (docs/gpu-approval.md).
 
 A *source* is a commit of this repository (a hash, a branch, ``HEAD~1``) or the path of another
 git checkout (the PR's, beside this one), whose HEAD commit is then fetched into this repository

@@ -1,47 +1,12 @@
-"""The sandbox every process that runs a pull request's code runs in: bubblewrap (Debian's
-``bubblewrap``, Flatpak's sandbox).
+"""The sandbox every process that runs a pull request's code runs in: bubblewrap, showing an allow-list.
 
     python -P -m harness sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
                                       [--env NAME=VALUE]... -- COMMAND...
 
-Inside, the process sees an **allow-list**, never ``/`` with holes (a hole missed, the runner's own
-folder with its credentials say, is a leak; an entry missed is an error that shows at once):
-
-* read-only, the system (``SYSTEM``: ``/usr`` with the driver's and CUDA's libraries and the C
-  compiler Triton builds its launcher with, the merged-``/usr`` links, ``/sys``) and the few files of
-  ``/etc`` that programs and the dynamic loader read (``ETC``);
-* read-only, the Python that runs the command (its prefixes and every folder on its path, less those
-  inside a folder the caller excludes: the PR's checkout) and the ``--read`` paths (the trusted tree,
-  the staged kernel);
-* read-write only the ``--write`` paths (the kernel's own compile cache, ``kernel_cache``), a private
-  ``/tmp`` and a private home in it;
-* a minimal ``/dev`` with the NVIDIA device nodes bound in, and a ``/proc`` of its own.
-
-Nothing else exists inside: not the runner's folder (its ``.credentials``, its RSA key, its logs),
-``$HOME``, ``$TMPDIR`` or ``$RUNNER_TEMP`` of the job, the workspace, another kernel's staged copy.
-A path to show that would take one of those with it (``/``, ``/home``, the job's ``$TMPDIR``...) is
-refused (``Unavailable``) rather than shown.
-
-And: no network (a network namespace of its own: not even the host's loopback), its own user, process,
-IPC, UTS and cgroup namespaces, **no further user namespace** (a nested one would hand the sandboxed
-process every capability again): refused by a system-call filter (``seccomp.py``, bubblewrap's
-``--seccomp``), which works under gVisor too, and beside it by ``--disable-userns`` where the kernel
-has the per-namespace limit that needs; ``why_not`` says there is no sandbox where neither refuses it.
-No capabilities, a
-new session (no terminal to inject into); an environment with nothing of the job's (no ``GITHUB_*``,
-``RUNNER_*``, ``ACTIONS_*``, token or ``BASH_ENV``): only ``PATH``, the locale, the CUDA and NVIDIA
-selectors and what the caller sets. Every process it starts ends with it: the sandbox's first process
-is PID 1 of its namespace; ``--die-with-parent`` ends it if the caller dies.
-
-What it prints reaches the job's log only behind ``::stop-commands::<nonce>`` (``run``): the runner
-acts on no workflow command in it (``::add-mask::``, ``::error::``, ``::stop-commands::``), and the
-nonce, made here, is never shown to it.
-
-Why bubblewrap rather than a second Unix user: it needs no root and no setup on the runner (it runs
-as the job's user, with unprivileged user namespaces, or as root on the rehearsal machine), one
-command line states the whole view, and the view doesn't depend on every file's owner and mode being
-right (a second user still reads every world-readable file). CUDA and Triton work inside with the
-device nodes bound (seen on the GPU image).
+Read-only the system, the Python and the ``--read`` paths; read-write the ``--write`` paths and a
+private ``/tmp``; no network, no nested user namespace (``seccomp.py``), nothing of the job's
+environment; its output reaches the log only behind ``::stop-commands::<nonce>`` (``run``). What it
+binds and why, and why bubblewrap: docs/gpu-approval.md, "Who judges".
 
 Exit: the command's own code; 2 for bad arguments; 126 when bubblewrap is missing or can't make
 its namespaces here (the line says which).

@@ -1,25 +1,12 @@
 """The harness's statistics, in one place: the confidence level, the random generator, the bootstrap
-of a median (each round's, or each batch's), the percentile interval of bootstrap draws, the upper bound
-of a rate. Pure functions on numbers, tested on small known inputs (``tests/harness/test_stats.py``).
+of a median, the percentile interval of bootstrap draws, the upper bound of a rate. Pure functions
+on numbers, tested on small known inputs (``tests/harness/test_stats.py``).
 
-numpy (a dependency of the package, pinned in ``requirements/runtime.txt`` and in the GPU runner's
-set, ``requirements/gpu-runner.txt``, where the gate and the regression check decide). The jobs that
-run with the runner's bare Python (``harness.github.approval``; ``harness.history.results_branch``
-and its ``result_merge``) import neither this module nor the gate's decision. The change-point
-rule's study (``studies.changepoint_power``) runs where the change-point job does, with
-``requirements/harness.txt`` alone and no numpy, and takes ``rate_upper_95`` from here: so numpy is
-imported inside the functions that use it, never at the module's top, and ``rate_upper_95`` needs
-only ``math``.
-
-The random generator: ``generator(seed)``, numpy's ``default_rng``, seeded with an int or with a
-sequence of ints (``[seed, crc32(name)]`` gives each named result a stream of its own). One exception,
-kept so that every committed gate record replays to the interval it was decided with, digit for
-digit: ``python_stream(seed)`` is the stream of Python's ``random.Random(seed)`` (the gate drew with
-it before this module), through numpy's frozen legacy ``RandomState``, and draws as ``random.choices``
-does. The caller that uses it says why.
-
-Each caller keeps its own number of resamples and its own seed, and says why beside them: the gate's
-(``harness/gate/decision.py``) and the regression rule's (``harness/regression/rule.py``).
+numpy is imported inside the functions that use it, never at the top: the change-point study runs
+with ``requirements/harness.txt`` alone and takes ``rate_upper_95`` (``math`` only) from here.
+``generator(seed)`` is numpy's ``default_rng``; ``python_stream(seed)`` draws as Python's
+``random.Random(seed)`` did, so that every committed gate record replays to the interval it was
+decided with, digit for digit. Each caller keeps its own resamples and seed, and says why.
 """
 
 from __future__ import annotations

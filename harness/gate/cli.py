@@ -5,35 +5,18 @@
     python -m harness gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
     python -m harness gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
 
-``--kernel`` measures another tree's kernel with this harness: SOURCE is a commit or a checkout's
-path, and only its ``nf4kernel/`` is put on the path (``kernel_source.py``). ``--measure-only``
-writes the record and exits on the measurement alone (0 measured, 3, 4, 5), for a workflow that
-decides in a later step (``--replay``), in a process where the kernel under test never ran.
+``--kernel SOURCE`` (a commit or a checkout's path) measures that tree's ``nf4kernel/`` alone
+(``kernel_source.py``) on the trusted clock (``sandboxed.py``); without it the gate measures in this
+process (``measurement.py``). ``--measure-only`` writes the record and exits on the measurement alone
+(0 measured, 3, 4, 5), for a later ``--replay`` in a process where the kernel never ran. The
+threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml``, else 1.15.
+What it measures and how it decides (``decision.py``): docs/speed-gate.md.
 
-With ``--kernel`` on a GPU (what the workflows run) the trusted clock measures (``sandboxed.py``,
-``harness/clock``): correctness checked by a reference process on the exactness matrix and every
-weight, timing of each implementation in a process of its own, each call timed from its command to its answer by this
-process, which imports neither torch nor the kernel. Otherwise, in this process:
-
-1. Correctness first: every weight's output is bit-identical to bitsandbytes and to Unsloth, and
-   ``F.linear(X, W)`` through it equals the ``Linear4bit`` module's own forward.
-2. Timing: interleaved rounds in this process (nf4kernel, Unsloth, bitsandbytes), 1000 x (up, gate,
-   down) per shape, ``torch.cuda.synchronize()`` after every call, the GPU's state (clocks,
-   throttle reasons, temperature, power) read before and after each round. ``--rounds`` first; while
-   the 95% interval of the speed-up straddles the threshold, 2 more at a time up to ``--max-rounds``.
-   Unsloth's classic path (``UNSLOTH_BNB_TRITON=0``) in a process of its own (``measurement.py``).
-3. The verdict (``decision.py``): exit 0 pass, 1 too slow (below the threshold), 2 bad arguments or
-   input (a threshold that is no finite speed-up; a record that is missing or breaks its schema
-   (``records.py``), or is of another commit than ``--expect-kernel``; a --json or --summary that
-   can't be written), said in one line, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth. No relative check
-   against the base commit: the regression check is the one (``decision.py`` says why).
-
-The threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml`` (which
-also refuses, exit 2, a record measured on another GPU), else 1.15. No environment variable sets it:
-a threshold is reviewed where it is written.
-
-``--aa`` times nf4kernel against itself instead (no Unsloth needed) and reports the spread
-(``noise.py``): exit 0 when measured, 4 without a GPU.
+Exit 0 pass, 1 too slow (below the threshold), 2 bad arguments or input (a threshold that is no
+finite speed-up; a record that is missing or breaks its schema (``records.py``), is of another
+commit than ``--expect-kernel`` or, with ``--gpu-type``, of another GPU; a --json or --summary that
+can't be written), said in one line, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth. ``--aa`` times
+nf4kernel against itself (``noise.py``): exit 0 when measured, 4 without a GPU.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """The gate's decision, from a record of measurements: pure, so it is tested on recorded timings.
 
-A record (what the gate's measurement, ``sandboxed.py``, writes as JSON) holds the environment, the
-correctness checks, per implementation the seconds of each interleaved round for each shape and, in
-newer records, the GPU's state around each round (``round_states``). Older records (no states)
-decide the same way.
-
-The rule: pass when the median over rounds of (Unsloth's round time / nf4kernel's) is at least the
-threshold. Beside the median, a 95% bootstrap interval says how sure that is; the gate adds rounds
-while the interval straddles the threshold (``measurement.time_until_decided``), and the verdict
-says so when it still does at the bound.
-
-The gate makes no relative check against the base commit: the regression check is the one
-(``harness/regression``). The gate's, a ratio of two speed-ups over Unsloth each measured in a
-process of its own, read a no-op PR 12.7% faster than its base on an H200 and 9.8% slower on an
-H100 (benchmarks/results/sandbox-allow-list-h200), where it was to fail a 10% drop.
+Pass when the median over rounds of (Unsloth's round time / nf4kernel's) is at least the
+threshold; a 95% bootstrap interval says how sure that is, and the verdict says when it still
+straddles the threshold at the round bound. Records without ``round_states`` (older ones) decide
+the same way. No relative check against the base: docs/speed-gate.md says why.
 """
 
 from __future__ import annotations

@@ -4,22 +4,9 @@
     python3 -m harness approval report --sha SHA --tests R --gate R --regression R   # job `report`
     python3 -m harness approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
 
-The rule (docs/gpu-approval.md): a pull request's commit runs on the GPU runner only after someone
-with write access comments ``/gpu-approve <hash>``, naming in full the commit they reviewed, and
-only while that commit is still the PR's head. A push after the review changes the head, so the
-comment no longer matches and nothing runs: the new commit needs its own comment. A prefix is not
-accepted: one that matches the reviewed commit can be manufactured for another. The same rule holds
-for branches of this repository as for forks. A push to the default branch (merged, so reviewed)
-and a dispatch on it run that commit.
-
-The verdict comes from the default branch as it is when the comment is made (``GITHUB_SHA`` of the
-comment's event, which GitHub sets to the default branch's head): ``trusted`` is that commit, whose
-harness, thresholds and asv suite the GPU jobs run, and ``candidate`` the commit whose
-``nf4kernel/`` they judge. On a PR, ``base`` is that commit too: the relative checks compare the PR
-with what it would merge into, not with the base it was opened on (a PR opened before a harness fix
-is judged by the fix). A re-run of a run keeps that run's commit (GitHub keeps the event's
-``GITHUB_SHA``); a new comment judges with the default branch of its own time. On a push, ``base`` is
-the pushed commit's first parent (the merge checked against what it landed on).
+A PR's commit runs only after someone with write access comments ``/gpu-approve <full hash>`` naming
+it while it is still the PR's head; ``trusted`` (and a PR's ``base``) is the default branch as the
+comment found it, ``candidate`` the commit judged. The rule and why: docs/gpu-approval.md.
 
 Standard library only: the hosted job runs this with the runner's own python3. GitHub is reached at
 ``GITHUB_API_URL`` with ``GH_TOKEN``, as every step of a workflow can.

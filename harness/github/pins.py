@@ -1,14 +1,12 @@
 """Every pinned requirement has a wheel for every Python that ci.yml installs it on.
 
-A pin with no wheel for one Python (Triton 3.9.0 has none for CPython 3.10) only fails on GitHub,
-minutes into a matrix leg. This asks the package indexes instead, without downloading or installing
-anything: for each Python named by a `setup-python` step of ci.yml (matrix legs expanded, so the
-legs can't drift from the check) and each `name==version` line of requirements/*.txt, some index must
-list a wheel whose tags the hosted Ubuntu runner accepts for that Python, and whose Requires-Python
-admits it. `pip download --only-binary=:all: --python-version X` asks the same question, but
-downloads every wheel to answer it (torch alone is hundreds of MB per Python).
-
     python -m harness pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
+
+The package indexes are asked, nothing is downloaded: for each Python of a ``setup-python`` step of
+ci.yml (matrix expanded) and each ``name==version`` of requirements/*.txt, some index must list a
+wheel the hosted Ubuntu runner accepts for that Python. ci.yml and the requirements files are read
+by ``pin_inputs.py``, the indexes asked by ``package_index.py``; this module matches the wheels to
+the legs, and is the command. How it reads them, as pip does, and why not pip: docs/harness-code.md.
 
 Exit 3: undecided. No index of some requirements file answered (offline, say), so its pins were
 checked against nothing: the file is named ``UNCHECKED``, and the last line says how many files were
@@ -18,22 +16,6 @@ passes.
 Exit 2: bad input, said in one line naming the file and where in it: a requirements line that is no
 requirement, a ci.yml it can't read its Pythons from (a python-version that is a YAML number, an
 expression other than ``${{ matrix.<key> }}``, a matrix it can't expand).
-
-The indexes are PyPI (or PIP_INDEX_URL) and PIP_EXTRA_INDEX_URL's, as pip would use them, and a
-file's own ``--index-url`` (``-i``)/``--extra-index-url`` lines for that file's pins (torch-cpu.txt
-names PyTorch's CPU index); file:// entries are skipped. Requirements files are read as pip reads
-them: a line ending in a backslash goes on, ``#`` after a space starts a comment, a requirement's own
-options (``--hash``) are not part of it, ``-r``/``-c`` and other option lines name no pin. A pin with
-a marker is checked on the Pythons its marker admits on the runner (``; python_version < "3.12"``),
-as pip installs it only there. Index answers are taken as pip takes them: an index answering with
-an error other than 404, or with what is no index page, is skipped with a warning; a listed file
-whose wheel name is invalid is no candidate; an invalid Requires-Python is ignored.
-
-gpu-runner.txt is not a CI leg's set: the GPU runner's image has its own Python and torch
-(tests/harness/test_install.py resolves that set).
-
-ci.yml and the requirements files are read by ``pin_inputs.py``, the indexes asked by
-``package_index.py``; this module matches the wheels to the legs, and is the command.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""An asv plugin (``"plugins"`` in asv.conf.json): ``asv publish`` builds the harness's site.
+"""An asv plugin (``"plugins"`` in asv.conf.json): a plain ``asv publish`` builds the harness's site.
 
-Typed in the repository's root, ``asv publish`` builds the very site ``python -m harness site
-publish`` (and so ``nox -s publish`` and ``nox -s bench``) builds, because that one runs ``asv
-publish`` too:
-
-1. the results are seeded with the GPU history committed under benchmarks/history/ (``store.seed``);
-2. asv's own publish reads a copy of them holding the GPU machines alone (a CPU machine's times are
-   the interpreter's; ``site.gpu_results``);
-3. the benchmarks no machine has a result for are left off the index, asv's scripts insert tag,
-   branch, machine and benchmark names as text where they built markup from them, and the pages
-   load the vendored libraries instead of CDNs, under a Content-Security-Policy that refuses
-   inline script (``site.drop_benchmarks_without_results``, ``site_scripts.text_as_text``,
-   ``site_pages.make_self_contained``), in the html_dir asv was given (``asv publish -o DIR`` included).
-
-Without this plugin a plain ``asv publish`` writes pages that load their scripts from CDNs and
-graph the CPU machine beside the GPUs.
+It seeds the results with the committed GPU history (``store.seed``), lets asv publish a copy of
+them with the GPU machines alone (``site.gpu_results``), then leaves off the benchmarks with no
+result, inserts names as text (``site_scripts.text_as_text``) and points the pages at the vendored
+libraries under a Content-Security-Policy (``site_pages.make_self_contained``), in the html_dir asv
+was given. Without it asv's pages load their scripts from CDNs and graph the CPU machine too.
 """
 
 from __future__ import annotations

@@ -3,25 +3,12 @@
     python -m harness backfill RANGE [--suite nf4kernel-only] [--store] [--force]
     python -m harness backfill --missing [--limit N] [--list [--machine NAME]] [--suite gpu] [RANGE]
 
-RANGE is a git revision range (``c0dfe69~12..c0dfe69``, ``main~10..main``); its first-parent commits
-are benchmarked oldest first, each commit's nf4kernel (and nothing else of its tree:
-``kernel_source.py``) measured by *this* checkout's ruler, as the regression check does. A commit
-whose nf4kernel can't be imported from its own tree (it predates the package, or fails to import)
-is skipped, and the run says so and why. Commits already benchmarked on this machine are skipped
-unless ``--force``.
-
-``--missing`` measures the commits that have no result yet: the first-parent commits of RANGE
-(default ``HEAD``) that this machine has no measured value of the suite for in .asv/results (the
-committed history and, in CI, the ``asv-results`` branch, seeded there first), newer than the oldest
-commit it has one for (older ones predate the history: name a range for those). The newest come
-first, at most ``--limit`` of them (default 3) a run, whether measured or skipped as unrunnable.
-history.yml's scheduled job runs it, so a commit whose merge run GitHub cancelled (its concurrency
-group keeps one pending run) is measured later. ``--list`` names them and measures nothing (no GPU
-needed); ``--machine`` then says whose results count (default: this machine's).
-
-The default suite is nf4kernel's own figures (kernel time, time over copy, memory peak): no baseline
-is imported, so a commit takes seconds, not Unsloth's 30 s import. ``--store`` then merges the
-machine's results into benchmarks/history/ to be committed.
+RANGE's first-parent commits (``main~10..main``) are measured oldest first by *this* checkout's
+ruler, each commit's ``nf4kernel/`` alone (``kernel_source.py``); one whose kernel can't be imported
+is skipped, saying why. ``--missing`` picks the commits of RANGE (default ``HEAD``) with no result on
+this machine yet, newest first, at most ``--limit`` (3) a run: the nightly job's, for commits whose
+merge run GitHub cancelled. ``--list`` names them and measures nothing. ``--store`` merges the
+results into benchmarks/history/. Which commits count as missing: docs/performance-history.md.
 
 Exit 0 done (or nothing missing); 1 ``--store`` found nothing of this machine to store, or a file
 that isn't asv's; 2 no such range, no commit in it, arguments that don't go together, or an asv

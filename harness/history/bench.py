@@ -2,14 +2,10 @@
 
     python -m harness bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
 
-On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures all come from one
-measuring process); without one, only the CPU-interpreter smoke benchmarks, whose times are no
-verdict on the kernel. The machine is named after the GPU (``machine.py``); results go to
-.asv/results, seeded from the GPU history committed under benchmarks/history/; the site,
-self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
-
-``--store`` copies a GPU machine's results into the committed history, which holds GPU machines
-only: without a CUDA GPU it is refused before anything is measured.
+On a CUDA GPU the GPU suite (``benchmarks/gpu.py``); without one only the CPU-interpreter smoke
+benchmarks, no verdict on the kernel. Results go to .asv/results, seeded from benchmarks/history/;
+the self-contained site to .asv/html. ``--store`` copies a GPU machine's results into the committed
+history, and is refused without a CUDA GPU before anything is measured.
 
 Exit 0: measured (and stored, with ``--store``), and the site built. 1: a benchmark failed or measured
 nothing, or ``--store`` found no results of this machine to store. 2: bad arguments, or a

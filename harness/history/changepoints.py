@@ -3,33 +3,11 @@ which passed its own PR check, opens one GitHub issue per GPU machine; a recover
 
     python -m harness changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
 
-Each series is judged on its own: one benchmark, one parameter combination, one GPU machine, one line
-(asv's result parameters besides the machine: a new toolchain starts a new line, and only the line of
-the machine's latest run is judged), over main's first-parent commits in order (``git rev-list
---first-parent REV``; results of other commits are left out, and counted). A regression is a rise:
-every figure the suite records is lower-is-better (seconds, bytes, nf4kernel's time over a copy's or
-a baseline's: benchmarks.json's units); a rate (a unit in ``/s``) is judged by its inverse.
-
-The rule (``find``): asv's own piecewise-constant fit (``asv.step_detect.solve_potts_approx``, L1, its
-default penalty) and asv's own decision on it (``detect_regressions``): the series' latest level is
-above its best earlier level by more than the series' limit, the larger of 3% (``FLOOR``) and 4 times
-(``NOISE_FACTOR``) its mean change from one commit to the next, its noise as measured in its own
-history (in the committed H200 history: 0.7% for the 160 µs 28672x8192, 0.2% between runs of one
-kernel and the rest c56b2633's 5% step; 3.6-4.5% for the 8 µs 4096x1024, which times on one of two
-levels 8% apart). A level counts once held for 2 commits (``PERSIST``), and a verdict once reached
-at 2 stores in a row, so one slow run neither opens an issue nor closes one: a sharp step is called at
-its third commit, a ramp over three commits (on the steady 28672x8192) at the commit after it. The
-range named runs from the last commit at the earlier level to the first at today's.
-
-Why this fit and not asv's ``detect_steps`` (its Regressions page's): its penalty search fits the
-noise's correlation and, on 16 commits, takes a ramp for correlated noise; in this rule, on 1000
-histories drawn as below, it called an 8% ramp on 28672x8192 in 52-103 of 1000 (this fit: 1000) and
-false alarms in 24 (this fit: 16). Not E-Divisive (Otava): not among the pinned tools, and its
-permutation test wants more commits per line than main's history holds.
-
-Measured by ``python -m studies.changepoint_power`` (null histories drawn from the committed H200
-history, and ramps planted in them; its docstring gives the figures): 16 of 1000 null histories of 16
-commits called something, and a 4% slowdown of 28672x8192 over three commits was called in 95%.
+Each series (one benchmark, parameter combination and GPU machine, its latest line) over main's
+first-parent commits is judged by asv's own step fit and regression decision (``changepoint_rule.py``):
+a level above the best earlier one by more than the larger of 3% and 4 times the series' noise, held
+for 2 commits and reached at 2 stores in a row. Measured by ``python -m studies.changepoint_power``:
+16 of 1000 null histories of 16 commits called something. The rule and why: docs/performance-history.md.
 
 Exit codes (check): 0 the issues agree with the verdict (or, with --dry-run, what would be done was
 printed), regression or not; 1 GitHub refused or could not be reached; 2 bad arguments or input (no
@@ -136,7 +114,7 @@ def parser() -> command_output.Parser:
     run = commands.add_parser(
         "check",
         help="judge main's history; open, update or close each GPU machine's issue",
-        description=paragraphs[3],
+        description=paragraphs[2],
         epilog=paragraphs[-1],
     )
     run.add_argument("--results", type=Path, help="an asv results folder (default: asv.conf.json's, .asv/results)")

@@ -1,19 +1,11 @@
 """The asv machine: named after the GPU, its series split by the software that shapes its figures.
 
-asv keeps one result series per machine and per value of each *parameter* a result records, and
-its graphs' legends name every parameter whose value varies. So a result records two, besides asv's
-own ``python``:
-
-* ``machine``, from the GPU (``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``): every runner with
-  that GPU adds to one series, and a fleet of different GPUs never mixes in one graph;
-* ``toolchain``: torch, Triton, CUDA, the driver, bitsandbytes and Unsloth in one value, so that an
-  upgrade starts a new line on the same graph instead of looking like a commit's regression.
-
-Everything else that describes the machine (the GPU's full name, the CPU, the versions one by one)
-is in ``<results>/<machine>/machine.json``, which the site shows beside the machine's name. Nothing
-that changes from one boot of a runner to the next is recorded (the kernel release, the RAM of a
-VM whose memory grows as it is used). Without a GPU the machine is ``cpu-<processor>``: the CPU
-smoke run, which the site leaves out.
+A result records two parameters besides asv's ``python``: ``machine``, from the GPU (``NVIDIA H100
+80GB HBM3`` -> ``h100-80gb-hbm3``), so different GPUs never share a line, and ``toolchain`` (torch,
+Triton, CUDA, the driver, bitsandbytes, Unsloth in one value), so an upgrade starts a new line
+instead of looking like a regression. The rest goes in ``machine.json``; nothing that changes
+between boots (the kernel release, a VM's growing RAM) is recorded. Without a GPU the machine is
+``cpu-<processor>``, which the site leaves out.
 """
 
 from __future__ import annotations

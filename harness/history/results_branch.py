@@ -4,30 +4,12 @@
     python -m harness results-branch store --from DIR [--commit SHA]... [--unmeasured]
                                                    [--url URL] [--message TEXT] [--attempts N]
 
-``fetch`` merges the branch's files into DIR (the benchmark job's .asv/results, before asv runs):
-``result_merge.py``'s merge, benchmark by benchmark, the newer measurement wins and no measured value
-is dropped. ``store`` adds DIR's GPU results to the branch and pushes one new commit on top of it.
-DIR is a benchmark job's upload, and that job ran the merged kernel's code, so the store takes only
-what its run measured and rewrites nothing stored (``result_merge.py``'s "a run's store"):
-
-* **Only the run's commits** (one of these at least). ``--commit SHA`` (repeatable, full hashes): the
-  commits the run measured, given by the workflow (``github.sha``), never read from DIR.
-  ``--unmeasured``: any commit with no measured value stored on that machine, the only ones the nightly
-  backfill measures. Every other result file in DIR is left out, said in a line; the stored copy stays
-  byte for byte.
-* **No stored figure is replaced**: a stored result gains the benchmarks it lacks and figures where its
-  row measured nothing; a stored machine.json or suite list is kept, one is added where there is none.
-
-* **Nothing is ever forced.** A store is a commit whose parent is the branch's tip; the branch's
-  history is every store, and any earlier state is a ``git show`` away.
-* **A failed read fails.** ``git ls-remote --exit-code`` tells "the branch does not exist yet" (exit 2:
-  the first store creates it) from every other failure (unreachable, refused, timed out), which
-  ends the command with exit 3 before anything is written.
-* **A re-run, or two stores racing, lose nothing.** A push the branch moved under (another store
-  landed between this one's fetch and push) is merged again onto the new tip and pushed again, at
-  most ``--attempts`` times; a push refused while the branch stayed where it was (permissions, a
-  protection rule) is not retried.
-* A store that changes nothing makes no commit. Every file it adds or changes is named.
+``fetch`` merges the branch's files into DIR before asv runs; ``store`` adds DIR's GPU results as
+one new commit on the branch's tip, never forced, merged again and retried (``--attempts``) where
+the branch moved under it. DIR is a benchmark job's upload, which ran the merged kernel's code, so
+``store`` takes only the commits its caller names (``--commit``, from ``github.sha``; ``--unmeasured``
+for the nightly backfill) and replaces nothing stored (``result_merge.py``). The guarantees and
+why: docs/performance-history.md, "The store's guarantees".
 
 URL defaults to ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN``, when set, is sent
 as the HTTP authorization (through git's environment, never on a command line). Standard library
@@ -50,6 +32,7 @@ import time
 from pathlib import Path
 
 from harness.core import command_output, exits
+from harness.core.schema import RecordError
 from harness.history import result_merge
 
 BRANCH = "asv-results"
@@ -278,7 +261,7 @@ def main(argv=None) -> int:
             return exits.BAD_INPUT
         run = result_merge.RunOnly(frozenset(args.commits), args.unmeasured)
         return store(args.source.resolve(), args.url, args.message, args.attempts, run)
-    except result_merge.NotAResultFile as error:
+    except RecordError as error:
         say(f"{error}; nothing was written")
         return exits.BAD_INPUT
     except RemoteError as error:

@@ -1,20 +1,14 @@
 """The history site, self-contained: ``asv publish``, then asv's CDN scripts replaced by local copies.
 
-``publish`` is ``asv publish`` itself: the configuration's site plugin (``asv_site.py``) seeds the
-results with the committed GPU history, graphs the GPU machines alone and calls the modules below to
-make the pages self-contained, so a plain ``asv publish`` builds this same site. The pages load their data
-over HTTP: opened as a file they can't, and ``site_assets/needs-http.js`` tells the reader so.
-
-This module holds the commands and what the site graphs: the GPU machines alone (``gpu_results``), and
-the benchmarks with a result (``drop_benchmarks_without_results``). The rest of the site, each in its
-own module: the vendored libraries, their pins and the npm fetch (``site_vendored.py``); asv's pages
-pointed at them under a Content-Security-Policy (``site_pages.py``); asv's scripts changed to insert
-the data's names as text (``site_scripts.py``); the preview's server, stopped by a signal
-(``site_server.py``).
-
     python -m harness site publish [--config asv.conf.json]   # asv publish, with the site plugin
     python -m harness site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
     python -m harness site vendor                             # re-fetch from npm and verify
+
+``publish`` is ``asv publish`` itself, whose site plugin (``asv_site.py``) calls what this module
+holds (the GPU machines alone, ``gpu_results``; the benchmarks with a result) and the modules beside
+it: ``site_vendored.py`` (the pinned libraries), ``site_pages.py`` (the pages, under a
+Content-Security-Policy), ``site_scripts.py`` (names inserted as text), ``site_server.py`` (preview).
+The pages load their data over HTTP: opened as a file, ``site_assets/needs-http.js`` says so.
 
 Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
 asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed

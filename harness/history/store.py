@@ -1,17 +1,13 @@
-"""The GPU performance history committed with the code: ``benchmarks/history/``.
-
-It is an asv results store (``<machine>/machine.json``, ``<machine>/<commit>-<env>.json`` and the
-suite's ``benchmarks.json``) holding GPU machines only. Every harness command that runs or publishes
-asv first *seeds* ``.asv/results`` from it, so a fresh clone's site shows the real GPU graphs;
-``store`` copies a GPU machine's new results back, to be committed. Both merge the two copies
-benchmark by benchmark (``result_merge.py``): a benchmark one copy lacks is added, where both have
-it the newer measurement wins, and a measured value is never dropped for one that measured nothing.
-Each choice between two differing copies is said in one line; ``store`` names every file it adds
-or changes. The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
-nothing beside a GPU's.
+"""The GPU performance history committed with the code: ``benchmarks/history/``, GPU machines only.
 
     python -m harness history store [--machine NAME]   # .asv/results -> benchmarks/history
     python -m harness history list                     # what the committed history holds
+
+Every harness command that runs or publishes asv first *seeds* ``.asv/results`` from it, so a fresh
+clone's site shows the real GPU graphs; ``store`` copies a GPU machine's new results back, to be
+committed. Both merge by ``result_merge.py``'s rules (docs/performance-history.md, "The store's
+guarantees"). The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
+nothing beside a GPU's.
 
 Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's); 2 bad
 arguments, or a ``--config`` that is no asv configuration.
@@ -25,6 +21,7 @@ from pathlib import Path
 from harness.core import command_output, records
 from harness.history import result_merge
 from harness.history.asvrun import ROOT, ConfigError, add_config, results_dir
+from harness.history.result_merge import is_gpu_machine, machines_in
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -53,15 +50,10 @@ def seed(results_dir: Path, store: Path = STORE) -> int:
     return merged.written
 
 
-def is_gpu_machine(machine_dir: Path) -> bool:
-    info = records.read_machine(machine_dir / "machine.json")
-    return info.get("gpu", "none") != "none"
-
-
 def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
     """Merge ``machine``'s results (and the suite's benchmarks.json) into the committed history, naming
     each file added or changed. Returns how many result files of ``machine`` the history holds. A file
-    that isn't asv's raises ValueError (result_merge.NotAResultFile) before anything is written."""
+    that isn't asv's raises ValueError (schema.RecordError) before anything is written."""
     source = Path(results_dir) / machine
     if not (source / "machine.json").is_file():
         raise ValueError(f"no results for machine {machine!r} in {results_dir}")
@@ -124,4 +116,4 @@ def main(argv=None) -> int:
 
 
 def gpu_machines(results: Path) -> list[str]:
-    return [name for name in result_merge.machines_in(results) if is_gpu_machine(results / name)]
+    return [name for name in machines_in(results) if is_gpu_machine(results / name)]

@@ -5,28 +5,10 @@
     python -m harness regression --replay R [--summary PATH]          # decide from a record (no GPU)
     python -m harness regression BASE HEAD --device cpu               # the CPU smoke run: no verdict
 
-BASE and HEAD are each a commit of this repository or the path of another checkout (a PR's, beside
-this one: its HEAD commit is fetched here). Each commit's nf4kernel, alone (``kernel_source.py``), is
-measured by *this* checkout's trusted clock in paired rounds (``clocked.py``): each kernel in a
-sandboxed process of its own that only runs calls, a batch of each a round, their order alternating,
-every call's go-to-done time on the clock kept. The verdict is this
-checkout's rule (``rule.py``), whatever the tree under test says about its own harness:
-
-* one result (a weight's shape and dtype) fails when its whole 95% interval lies above
-  ``1 + --min-change`` (5%): slower than its own noise and by more than the practical minimum;
-* a group fails likewise above ``1 + --min-group-change`` (2%): the geometric mean over every result,
-  and over the large weights (16 MB and more packed), which catches a small slowdown spread wide;
-* whatever the first pass calls slower or leaves open is measured again in new rounds, in new
-  processes, and the re-measurement decides it, a call of slower standing only where the first
-  pass's change was above the line too: an outlier is re-measured before it is believed;
-* a result whose peak memory grew fails (bytes: no noise).
-
-The summary's table gives, per result and group, the change, its interval, the noise it was judged
-against and whether it was called. The asv history (``nox -s bench``) keeps its own figures; this
-check does not read them (one number per run, no samples to judge noise by).
-
-The limits are this checkout's (``--min-change``, ``--min-group-change``, else the rule's defaults),
-never the ones a record says it was measured with.
+BASE and HEAD are each a commit of this repository or the path of another checkout; each commit's
+nf4kernel alone (``kernel_source.py``) is measured by *this* checkout's trusted clock
+(``clocked.py``) and judged by *this* checkout's rule (``rule.py``) and limits (``--min-change``,
+``--min-group-change``), never a record's. How it measures and decides: docs/performance-history.md.
 
 Exit 0: nothing slower (or ``--device cpu``/``--measure-only``: no verdict asked). Exit 1: something
 got slower (named in the table and on the last lines). Exit 2: bad arguments (BASE or HEAD with no

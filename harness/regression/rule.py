@@ -1,54 +1,10 @@
-"""The regression check's decision: each result judged against its own noise, from paired rounds.
+"""The regression check's decision, pure: each result judged against its own noise, from paired rounds.
 
-Pure, so it is tested on recorded samples (``tests/harness/test_regression_rule.py``).
-
-What it reads (``harness/regression/clocked.py`` measures it): *rounds*, each a batch of BASE's
-kernel and one of HEAD's per weight, back to back, their order alternating from round to round. The
-trusted clock times every call go-to-done (synchronized, inputs and outputs colder than L2; records
-of harness version 1 held CUDA-event kernel times instead) and keeps each call's time (``samples``),
-not only their median::
-
-    {"rounds": [{"order": ["base", "head"],
-                 "base": {"14336x4096 bfloat16": [s, s, ...], ...},
-                 "head": {...}}, ...],
-     "bytes": {"14336x4096 bfloat16": packed bytes, ...}}
-
-Per result (one weight shape and dtype): the change is the median over rounds of the round's ratio,
-median(HEAD's calls) / median(BASE's calls). Its interval is a two-level bootstrap: rounds are
-resampled whole (what a slow process, a neighbour or the clocks do to a whole run shows up there),
-and within each chosen round both sides' calls are resampled (the timer's granularity and the
-per-call jitter). The interval *is* the noise the result is judged against, measured in this job,
-on this runner, now; the verdict prints it beside the change.
-
-A result is **called slower** only when its whole interval lies above ``1 + min_change``: it is
-slower beyond its own noise *and* by more than the practical minimum. The same rule over groups of
-results catches a small slowdown spread over many: the geometric mean of the changes over every
-result and over the large weights (``LARGE_BYTES``), bootstrapped with the rounds resampled *jointly*
-across results, so a round that was slow for every shape counts once, not once per shape.
-
-An outlier is re-measured before it is believed (``suspects`` and ``merge``): whatever the first
-pass calls slower, or leaves open (its interval reaches past the line without lying beyond it), is
-measured again in new rounds, in new processes (``clocked.py``), and the re-measurement decides it,
-with one condition: a call of slower stands only where the first pass's change was above the line
-too (``UNREPEATED`` otherwise). A true slowdown shows in both; a process that happened to be slow
-once (one reading 1.49x of its neighbours on an H100) does not decide anything. Replayed over the
-sixteen A/A records measured at 5db57cc (benchmarks/results/regression-aa-h200 keeps the failed
-one), the condition turned the one false call (1.151x in the re-measurement of a result the first
-pass read at 0.995x) into a pass, and left what the host-sync and 2x plants were called unchanged;
-it was chosen after seeing that call, and in the twelve A/A runs measured after it (one call
-process per kernel), three still failed.
-
-Why this holds on a shared, noisy runner: nothing here assumes a noise level. A runner that is
-noisy today gives wide intervals today, and the rule then calls less (it never calls more); the
-alternation makes slow drift (heat, clocks, a neighbour's job that starts or ends) hit both sides
-alike; a burst that hits one process is a whole round, which the median over rounds and the
-re-measurement discount. What is assumed is that rounds are exchangeable: no trend within the job
-so strong that alternation can't cancel it, and no level that one pair of processes keeps for a
-whole pass. On four busy H200s the second did not hold with one call process per kernel (a level
-of about 4.6% of log ratio, ``python -m studies.aa_noise``): the interval can't see such a level, so
-the rounds took several processes in turn (three), which left about 1.7%, and the A/A passed 29 of
-30 runs. Now each round's phase of a kernel runs in a process of its own or the round before's
-(``clocked.py``: one kernel's process ends before the other's runs).
+Per result the change is the median over rounds of median(HEAD's calls) / median(BASE's); its 95%
+interval, a two-level bootstrap (rounds, then calls), is the noise it is judged against. A result or
+a group is called slower only when its whole interval lies above the limit, and what the first pass
+calls slower or leaves open is re-measured before it is believed (``suspects``, ``merge``). The
+rule, its assumptions and what it was measured to detect: docs/performance-history.md.
 """
 
 from __future__ import annotations

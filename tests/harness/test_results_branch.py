@@ -207,7 +207,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, origin):
     rf.path_of(broken, A).write_text("[1, 2]")
     done = store(broken, origin, "--commit", A)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert done.stdout == f"results-branch: {rf.path_of(broken, A)}: not a JSON object; nothing was written\n"
+    assert done.stdout == f"results-branch: {rf.path_of(broken, A)}: [1, 2] is not an object; nothing was written\n"
     assert git("for-each-ref", cwd=origin) == ""  # no branch was made
     env = {k: v for k, v in os.environ.items() if k not in ("GITHUB_SERVER_URL", "GITHUB_REPOSITORY")}
     done = command("store", "--from", str(broken), env=env)
@@ -218,7 +218,7 @@ def test_a_machine_without_a_gpu_is_left_out(tmp_path, origin):
     source = run_store(tmp_path, "run", {A: rf.result(A, dict.fromkeys(NF4, rf.T0))})
     cpu = source / "cpu-some-processor"
     cpu.mkdir()
-    (cpu / "machine.json").write_text(json.dumps({"machine": cpu.name, "gpu": "none"}))
+    (cpu / "machine.json").write_text(json.dumps({"version": 1, "machine": cpu.name, "gpu": "none"}))
     done = store(source, origin, "--commit", A)
     assert done.returncode == 0 and "cpu-some-processor: left out" in done.stdout
     assert "cpu-some-processor" not in git("ls-tree", "-r", "--name-only", "asv-results", cwd=origin)
