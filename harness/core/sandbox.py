@@ -1,8 +1,8 @@
 """The sandbox every process that runs a pull request's code runs in: bubblewrap (Debian's
 ``bubblewrap``, Flatpak's sandbox).
 
-    python -P -m harness sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
-                                      [--env NAME=VALUE]... -- COMMAND...
+    python -m harness sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
+                                   [--env NAME=VALUE]... -- COMMAND...
 
 Inside, the process sees an **allow-list**, never ``/`` with holes (a hole missed, the runner's own
 folder with its credentials say, is a leak; an entry missed is an error that shows at once):
@@ -337,7 +337,7 @@ def _fileno(stream) -> int:
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -P -m harness sandbox", description=__doc__.split("\n\n")[0])
+    parser = command_output.Parser(prog="python -m harness sandbox", description=__doc__.split("\n\n")[0])
     parser.add_argument("--read", action="append", default=[], type=Path, help="shown read-only")
     parser.add_argument("--write", action="append", default=[], type=Path, help="bound read-write")
     parser.add_argument("--exclude", action="append", default=[], type=Path, help="never shown (the PR's checkout)")

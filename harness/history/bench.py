@@ -6,7 +6,7 @@ On a CUDA GPU it runs the GPU suite (``benchmarks/gpu.py``, whose figures all co
 measuring process); without one, only the CPU-interpreter smoke benchmarks, whose times are no
 verdict on the kernel. The machine is named after the GPU (``machine.py``); results go to
 .asv/results, seeded from the GPU history committed under benchmarks/history/; the site,
-self-contained, to .asv/html (``python3 -m nox -s preview`` serves it).
+self-contained, to .asv/html (``nox -s preview`` serves it).
 
 ``--store`` copies a GPU machine's results into the committed history, which holds GPU machines
 only: without a CUDA GPU it is refused before anything is measured.
@@ -30,7 +30,7 @@ def log(message: str) -> None:
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -m harness bench", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--suite", choices=sorted(asvrun.SUITES), help="default: gpu with a CUDA GPU, else cpu")
     parser.add_argument("--quick", action="store_true", help="one sample per benchmark (a smoke run)")
     parser.add_argument("--store", action="store_true", help="copy this GPU machine's results into benchmarks/history")
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
         html = site.publish(args.config)
         log(
             f"the history site is in {html} ({time.perf_counter() - started:.0f} s in all); "
-            "view it with `asv preview` or `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
+            "view it with `asv preview` or `nox -s preview` (serves it on http://127.0.0.1:8080)"
         )
     return 0 if code == 0 and not found.failed and found.measured and stored else 1
 

@@ -291,7 +291,7 @@ def test_preview_before_any_site_says_how_to_build_one(tmp_path):
     assert done.returncode == 1 and "Traceback" not in said(done)
     assert (
         said(done).strip()
-        == f"site: no site in {tmp_path / 'html'} yet: build it with `python3 -m nox -s publish` (or `nox -s bench`)"
+        == f"site: no site in {tmp_path / 'html'} yet: build it with `nox -s publish` (or `nox -s bench`)"
     )
 
 

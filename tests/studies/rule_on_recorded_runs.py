@@ -48,7 +48,7 @@ def old_rule_fails(order, slower) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairings", type=int, default=300)
     parser.add_argument("--per-shape-pairings", type=int, default=100)
     args = parser.parse_args()
