@@ -18,6 +18,15 @@ leaves); and decode (one token at a time with the KV cache, no grad) at batch 1 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before torch is imported: where it is missing, one line, not a traceback
+    from harness.core import exits
+
+    exits.require(
+        ("torch",),
+        "python -m benchmarks._training",
+        "on a GPU machine set up as the runner is (docs/self-hosted-runner.md), with transformers and peft",
+    )
+
 import argparse
 import contextlib
 import json
