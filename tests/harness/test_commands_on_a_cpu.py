@@ -124,7 +124,7 @@ DOCUMENTED = [
         0,
         "| gate plant |",
         "python -m studies.power report --out {root}/tests/fixtures/power-h100",
-        also=("python -m studies.power report --out DIR",),
+        also=(".nox/torch/bin/python -m studies.power report --out DIR",),
     ),
     # The committed A/A runs' batch medians (three call processes per kernel), with the SM clock
     # before every batch: the noise tables, from the checkout (no GPU).

@@ -383,9 +383,26 @@ def paragraphs(block: Block) -> list[tuple[int, str]]:
     return found
 
 
+SENTENCE_END = re.compile(r"(?<=[.;|])\s+")  # a table's cell ends as a sentence does
+
+
+def spans_in_sentences(paragraph: Block) -> list[tuple[int, str, str]]:
+    """(line, content, sentence) of each inline code span of a paragraph: the sentence, or clause
+    after a semicolon, that holds it (a full stop inside a code span ends nothing)."""
+    blanked = without_code_spans(paragraph.text)
+    ends = [0, *(end.end() for end in SENTENCE_END.finditer(blanked)), len(blanked)]
+    found = []
+    for span in CODE_SPAN.finditer(paragraph.text):
+        first = max(end for end in ends if end <= span.start())
+        last = min(end for end in ends if end >= span.end())
+        line = paragraph.line + paragraph.text.count("\n", 0, span.start())
+        found.append((line, " ".join(span.group(2).split()), paragraph.text[first:last]))
+    return found
+
+
 def commands_in_context(page: Path) -> list[tuple[int, str, str]]:
     """(line, normalized command, context) of every command a page gives. The context is what says
-    where the command runs: for an inline command its paragraph (in a table, its row and the paragraph
+    where the command runs: for an inline command its sentence (in a table, its cell and the paragraph
     before the table), for a code block's line the paragraph just before the block and the line's own comment."""
     found = []
     before = ""
@@ -398,12 +415,9 @@ def commands_in_context(page: Path) -> list[tuple[int, str, str]]:
     for block in blocks(page.read_text()):
         if block.lang is None:
             for start, paragraph in paragraphs(block):
-                end = start + paragraph.count("\n")
-                for line, span in code_spans(block):
-                    if start <= line <= end and is_command(span):
-                        # A table's row says where with the sentence that leads into the table.
-                        row = paragraph.splitlines()[line - start]
-                        add(line, span, f"{before}\n{row}" if paragraph.startswith("|") else paragraph)
+                for line, span, sentence in spans_in_sentences(Block(start, paragraph, None)):
+                    if is_command(span):  # a table's row also says where with the paragraph leading into it
+                        add(line, span, f"{before}\n{sentence}" if paragraph.startswith("|") else sentence)
                 before = paragraph
         elif block.lang in ("bash", "sh", "shell", "console"):
             logical = re.sub(r"\\\n\s*", " ", block.text)  # continued lines are one command
@@ -422,20 +436,20 @@ def commands_in_context(page: Path) -> list[tuple[int, str, str]]:
 # Where a page's command runs. A command runs in the README's venv (README, "The two commands":
 # nox and asv, no torch), from the checkout's root, unless the page says otherwise: the command's
 # program is .nox/torch/bin/python (the sessions' environment, with torch), or its context (the
-# paragraph that gives it or comes before its block, its comment) names another place in these words.
+# sentence that gives it, the paragraph before its block, its comment) names another place in these words.
 # A network the command needs is said as "where a registry answers".
 VENV = "the README's venv"
 TORCH = f"{TORCH_PYTHON}, the torch sessions' environment"
 RUNNER = "the GPU runner, or a GPU machine set up as it is"
 YOURS = "your own environment, where you install or use nf4kernel"
-HOST = "a maintainer's own machine"
+OWN_MACHINE = "a maintainer's own machine"
 NETWORK = "any machine where a package registry answers"
 PLACES = {
     RUNNER: re.compile(r"\bon (?:the|a|any|this) (?:GPU runner|runner|GPU machine)\b", re.I),
     YOURS: re.compile(
         r"\bin your (?:own )?environment\b|\bbeside the torch you have\b|\bwhere nf4kernel is installed\b", re.I
     ),
-    HOST: re.compile(r"\bon (?:their|your) own machine\b", re.I),
+    OWN_MACHINE: re.compile(r"\bon (?:their|your) own machine\b", re.I),
     NETWORK: re.compile(r"\bwhere a (?:package )?registry answers\b", re.I),
 }
 
