@@ -18,6 +18,15 @@ leaves); and decode (one token at a time with the KV cache, no grad) at batch 1 
 
 from __future__ import annotations
 
+if __name__ == "__main__":  # before torch is imported: where it is missing, one line, not a traceback
+    from harness.core import exits
+
+    exits.require(
+        ("torch",),
+        "python -m benchmarks._training",
+        "on a GPU machine set up as the runner is (docs/self-hosted-runner.md), with transformers and peft",
+    )
+
 import argparse
 import contextlib
 import json
@@ -555,7 +564,7 @@ def identity_only(args) -> int:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="where training.json and training.md go")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=7)

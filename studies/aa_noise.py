@@ -222,7 +222,7 @@ def table(title: str, lines: list[tuple]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = Parser(prog="python -m studies.aa_noise", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m studies.aa_noise", description=__doc__.split("\n\n")[0])
     parser.add_argument("files", nargs="+", help="batch-medians files or regression records (.json or .json.gz)")
     parser.add_argument("--medians", metavar="OUT", help="also write the runs read as one batch-medians file (gzip)")
     args = parser.parse_args(argv)

@@ -31,7 +31,7 @@ from harness.gate import decision
 
 def main(argv=None) -> int:
     plain_streams()
-    parser = Parser(prog="python -m studies.perf", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m studies.perf", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved Challenge A rounds per implementation")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)

@@ -84,7 +84,7 @@ def graphed(launch):
 
 def main(argv=None) -> int:
     plain_streams()
-    parser = Parser(prog="python -m studies.sweep", description=__doc__.splitlines()[0])
+    parser = Parser(prog="python -m studies.sweep", description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write every measurement here")
     warps, vectors = (1, 2, 4, 8, 16, 32), (1, 2, 4, 8)  # what the kernel's tile table admits (kernel._tile_row)
     parser.add_argument(

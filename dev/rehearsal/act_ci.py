@@ -69,7 +69,7 @@ def _labels(job: dict) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    parser = command_output.Parser(prog="python -m dev.rehearsal act-ci", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m dev.rehearsal act-ci", description=__doc__.split("\n\n")[0])
     parser.add_argument("jobs", nargs="*", metavar="JOB", help="ci.yml's job ids (default: lint tests)")
     jobs = parser.parse_args(argv).jobs or ["lint", "tests"]
     workflow = yaml.safe_load(CI_WORKFLOW.read_text())

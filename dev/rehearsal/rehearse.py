@@ -143,7 +143,7 @@ def write_outputs(out: Path, name, scenario, run: Run, world: World, candidate: 
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -m dev.rehearsal rehearse", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m dev.rehearsal rehearse", description=__doc__.split("\n\n")[0])
     parser.add_argument("scenario", nargs="?", choices=sorted(SCENARIOS))
     parser.add_argument("--out", type=Path, help="where the logs go (default .rehearsal/SCENARIO)")
     parser.add_argument("--timeout", type=float, default=1500, help="seconds before act is stopped (%(default)s)")

@@ -74,7 +74,7 @@ def suite_weights(weights: list[str], rounds: int) -> dict:
 def main(argv=None) -> int:
     from harness.core import workload
 
-    parser = command_output.Parser(prog="python -P -m harness._process classic", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -P -m harness._process classic", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
     parser.add_argument("--weights", nargs="+", help='the suite\'s weights, each "OUTxIN dtype" (default: Challenge A)')
     args = parser.parse_args(argv)

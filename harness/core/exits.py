@@ -8,18 +8,20 @@ NO_GPU = 4  # a command that needs a CUDA GPU, where there is none: nothing was 
 
 
 def require(modules: tuple[str, ...], prog: str, where: str) -> None:
-    """For a command that needs ``modules`` (torch, numpy) where this Python may lack them: one
-    line naming what is missing and ``where`` the command runs, exit 2, rather than a traceback."""
+    """For a command that needs ``modules`` (torch, numpy) where this Python may lack them (the
+    README's venv holds nox and asv alone): one line naming what is missing and ``where`` the command
+    runs, and exit 4 (NO_GPU, as the gate's and torch_here's: nothing was measured), rather than a
+    traceback."""
     import importlib.util
     import sys
 
     missing = [name for name in modules if importlib.util.find_spec(name) is None]
     if missing:
         print(
-            f"{prog}: needs {', '.join(missing)}, which {sys.executable} lacks: run it {where} (exit {BAD_INPUT})",
+            f"{prog}: needs {', '.join(missing)}, which {sys.executable} lacks: run it {where} (exit {NO_GPU})",
             file=sys.stderr,
         )
-        raise SystemExit(BAD_INPUT)
+        raise SystemExit(NO_GPU)
 
 
 def torch_here(prog: str, session: str) -> None:

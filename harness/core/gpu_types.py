@@ -2,9 +2,9 @@
 the one file the workflows and the gate read. Standard library only: the workflows' hosted jobs read
 it with the runner image's Python, before anything is installed.
 
-    python3 -m harness gpu-types pull-requests     # ["h100", "h200"]: gpu.yml's matrix
-    python3 -m harness gpu-types history           # the types history.yml measures
-    python3 -m harness gpu-types threshold h100    # 1.18
+    python -m harness gpu-types pull-requests     # ["h100", "h200"]: gpu.yml's matrix
+    python -m harness gpu-types history           # the types history.yml measures
+    python -m harness gpu-types threshold h100    # 1.18
 
 Exit 0; 2 with one line where the file is missing or wrong, or the type is not in it.
 """
@@ -119,7 +119,7 @@ def named(name: str, path: Path = FILE) -> GpuType:
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python3 -m harness gpu-types", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness gpu-types", description=__doc__.split("\n\n")[0])
     parser.add_argument("what", choices=("pull-requests", "history", "threshold"))
     parser.add_argument("type", nargs="?", help="threshold: the GPU type")
     parser.add_argument("--file", type=Path, default=FILE)

@@ -1,7 +1,7 @@
 """The sandbox every process that runs a pull request's code runs in: bubblewrap, showing an allow-list.
 
-    python -P -m harness sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
-                                      [--env NAME=VALUE]... -- COMMAND...
+    python -m harness sandbox [--read PATH]... [--write PATH]... [--cwd PATH]
+                                   [--env NAME=VALUE]... -- COMMAND...
 
 Read-only the system, the Python and the ``--read`` paths; read-write the ``--write`` paths and a
 private ``/tmp``; no network, no nested user namespace (``seccomp.py``), nothing of the job's
@@ -302,7 +302,7 @@ def _fileno(stream) -> int:
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -P -m harness sandbox", description=__doc__.split("\n\n")[0])
+    parser = command_output.Parser(prog="python -m harness sandbox", description=__doc__.split("\n\n")[0])
     parser.add_argument("--read", action="append", default=[], type=Path, help="shown read-only")
     parser.add_argument("--write", action="append", default=[], type=Path, help="bound read-write")
     parser.add_argument("--exclude", action="append", default=[], type=Path, help="never shown (the PR's checkout)")

@@ -35,7 +35,7 @@ AA_ROUNDS = decision.AA_ROUNDS  # --aa's default (the policy's)
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = command_output.Parser(prog="python -m harness gate", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness gate", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--threshold",
         type=speed_up,

@@ -31,7 +31,14 @@ def environment(with_unsloth: bool = True) -> dict:
     try:
         import torch
     except ImportError as error:
-        return {"cuda": False, "torch": None, "cuda_error": f"torch is not importable ({error})", "versions": versions}
+        # The README's venv has no torch: the one line names the session whose environment has it.
+        where = "`nox -s gate` runs the gate in the environment nox builds with torch"
+        return {
+            "cuda": False,
+            "torch": None,
+            "cuda_error": f"torch is not importable ({error}; {where})",
+            "versions": versions,
+        }
 
     env = {"cuda": torch.cuda.is_available(), "torch": torch.__version__, "versions": versions}
     if not env["cuda"]:

@@ -1,8 +1,8 @@
 """Which commit the GPU runner may run, and the verdict it posts back: gpu.yml's hosted jobs.
 
-    python3 -m harness approval approve      # job `approve`: outputs candidate, trusted, base, pr
-    python3 -m harness approval report --sha SHA --tests R --gate R --regression R   # job `report`
-    python3 -m harness approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
+    python -m harness approval approve      # job `approve`: outputs candidate, trusted, base, pr
+    python -m harness approval report --sha SHA --tests R --gate R --regression R   # job `report`
+    python -m harness approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
 
 A PR's commit runs only after someone with write access comments ``/gpu-approve <full hash>`` naming
 it while it is still the PR's head; ``trusted`` (and a PR's ``base``) is the default branch as the
@@ -240,7 +240,7 @@ def full_hash(text: str) -> str:
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = command_output.Parser(prog="python3 -m harness approval", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness approval", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     commands.add_parser("approve", help="decide what runs for this event (GitHub's environment variables)")
     status = commands.add_parser("report", help="post the `gpu` commit status")

@@ -142,7 +142,7 @@ def _admits(requires_python: str | None, python: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    command_output.Parser(prog="python -m harness pins", description=__doc__.splitlines()[0]).parse_args(argv)
+    command_output.Parser(prog="python -m harness pins", description=__doc__.split("\n\n")[0]).parse_args(argv)
     try:
         pythons = ci_pythons()
         pinned = pins()

@@ -54,7 +54,7 @@ def why_not_runnable(tree: str) -> str | None:
 
 
 def parse(argv) -> argparse.Namespace:
-    parser = command_output.Parser(prog="python -m harness backfill", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness backfill", description=__doc__.split("\n\n")[0])
     parser.add_argument("range", nargs="?", help="git revision range of main, e.g. main~10..main")
     parser.add_argument("--suite", default="nf4kernel-only", choices=sorted(asvrun.SUITES))
     asvrun.add_config(parser)

@@ -108,7 +108,7 @@ def preview(config: str, port: int) -> int:
 
     html = html_dir_of(config, config_of(config))
     if not (html / "index.html").is_file():
-        print(f"site: no site in {html} yet: build it with `python3 -m nox -s publish` (or `nox -s bench`)")
+        print(f"site: no site in {html} yet: build it with `nox -s publish` (or `nox -s bench`)")
         return 1
     print(f"site: serving {html} on http://127.0.0.1:{port} (Ctrl-C stops it)", flush=True)
     command = [sys.executable, "-m", "asv", "preview", "--port", str(port), "--config", str(config)]
@@ -140,7 +140,7 @@ def readable_config(config: str) -> str:
 def main(argv=None) -> int:
     from harness.history import asvrun
 
-    parser = command_output.Parser(prog="python -m harness site", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness site", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     asvrun.add_config(publish_cmd)
@@ -163,7 +163,7 @@ def main(argv=None) -> int:
         else:
             html = publish(args.config)
             print(
-                f"site: built in {html}; serve it with `asv preview` or `python3 -m nox -s preview` and open "
+                f"site: built in {html}; serve it with `asv preview` or `nox -s preview` and open "
                 "http://127.0.0.1:8080 (its pages load their data over HTTP: opened as a file, they can't)"
             )
     except (ValueError, subprocess.CalledProcessError) as error:

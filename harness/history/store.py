@@ -82,7 +82,7 @@ def commits(machine_dir: Path) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -m harness history", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness history", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
     store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")

@@ -138,7 +138,7 @@ def no_verdict(why: str) -> int:
 
 
 def command_line() -> argparse.ArgumentParser:
-    parser = command_output.Parser(prog="python -m harness regression", description=__doc__.splitlines()[0])
+    parser = command_output.Parser(prog="python -m harness regression", description=__doc__.split("\n\n")[0])
     parser.add_argument("base", nargs="?", help="the reference: a commit, or a checkout's path (a PR's base)")
     parser.add_argument("head", nargs="?", help="under test: a commit, or a checkout's path (a PR's head)")
     parser.add_argument("--replay", metavar="RECORD", help="decide from a record written by --record (no GPU)")

@@ -99,12 +99,12 @@ class Documented:
 
 DOCUMENTED = [
     Documented("python -m harness", 2, "regression"),  # the program's commands, listed
-    Documented("python -m harness gate", 4, GATE_NO_GPU),
+    Documented("python -m harness gate", 4, GATE_NO_GPU, also=(".nox/torch/bin/python -m harness gate",)),
     Documented("python -m harness gate --json gate.json", 4, GATE_NO_GPU),
     Documented("python -m harness gate --aa --json aa.json", 4, GATE_NO_GPU),
     # ../pr-checkout: a clone of this checkout beside the working directory, as a PR's would be.
     Documented("python -m harness gate --kernel ../pr-checkout --json pr.json", 4, GATE_NO_GPU),
-    Documented("python -m studies.sweep --json tiles.json", 4, NO_GPU),
+    Documented(".nox/torch/bin/python -m studies.sweep --json tiles.json", 4, NO_GPU),
     # DIR, here and below: a folder of this test's.
     Documented(
         "python -m studies.power noop --runs 10 --out DIR",
@@ -120,11 +120,11 @@ DOCUMENTED = [
     ),
     # The committed H100 records: the report reads them and writes nothing.
     Documented(
-        "python -m studies.power report --out tests/fixtures/power-h100",
+        ".nox/torch/bin/python -m studies.power report --out tests/fixtures/power-h100",
         0,
         "| gate plant |",
         "python -m studies.power report --out {root}/tests/fixtures/power-h100",
-        also=("python -m studies.power report --out DIR",),
+        also=(".nox/torch/bin/python -m studies.power report --out DIR",),
     ),
     # The committed A/A runs' batch medians (three call processes per kernel), with the SM clock
     # before every batch: the noise tables, from the checkout (no GPU).
@@ -145,7 +145,7 @@ DOCUMENTED = [
     Documented("python -m torch.utils.collect_env", 0, "PyTorch version"),
     # 2 pairings instead of 300: the same replay, in 2 s instead of over 5 minutes.
     Documented(
-        "python tests/studies/rule_on_recorded_runs.py",
+        ".nox/torch/bin/python tests/studies/rule_on_recorded_runs.py",
         0,
         "| plant | runs failed |",
         "python {root}/tests/studies/rule_on_recorded_runs.py --pairings 2 --per-shape-pairings 1",
@@ -196,10 +196,11 @@ DOCUMENTED = [
 
 
 def argv(command: str, tmp: Path) -> list[str]:
-    """The words to run: ``python`` is this interpreter, ``nox`` this environment's nox with
-    --no-venv on the checkout's noxfile, a repository script its path in the checkout."""
+    """The words to run: ``python`` and ``.nox/torch/bin/python`` are this interpreter, ``nox`` this
+    environment's nox with --no-venv on the checkout's noxfile, a repository script its path in the
+    checkout."""
     words = [word.format(root=ROOT, tmp=tmp) for word in shlex.split(command)]
-    if words[0] == "python":
+    if words[0] in ("python", ".nox/torch/bin/python"):  # this test's environment has torch, as the sessions' has
         return [sys.executable, *words[1:]]
     if words[0] == "nox":
         return [sys.executable, "-m", "nox", "--no-venv", "--noxfile", str(ROOT / "noxfile.py"), *words[1:]]
@@ -291,7 +292,7 @@ def test_preview_before_any_site_says_how_to_build_one(tmp_path):
     assert done.returncode == 1 and "Traceback" not in said(done)
     assert (
         said(done).strip()
-        == f"site: no site in {tmp_path / 'html'} yet: build it with `python3 -m nox -s publish` (or `nox -s bench`)"
+        == f"site: no site in {tmp_path / 'html'} yet: build it with `nox -s publish` (or `nox -s bench`)"
     )
 
 

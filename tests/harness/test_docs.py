@@ -311,7 +311,10 @@ def reference_problem(name: str) -> str | None:
 
 # --- Commands -----------------------------------------------------------------------------------------
 
-PROGRAMS = {"python", "python3", "nox", "asv", "pip", "pip3", "bash", "sh"}
+# .nox/torch/bin/python: the environment the torch sessions share (noxfile.py), where a page's command
+# needs torch, which the README's venv lacks.
+TORCH_PYTHON = ".nox/torch/bin/python"
+PROGRAMS = {"python", "python3", "nox", "asv", "pip", "pip3", "bash", "sh", TORCH_PYTHON}
 SHELL_STATE = {"export", "cd", "source", ".", "set", "unset"}  # they set the shell up; nothing to run alone
 CHAIN = re.compile(r"\s+(?:&&|\|\||\||;)\s+|\s*(?:&&|\|\||;)\s*")
 
@@ -365,27 +368,98 @@ def normalized(command: str) -> list[str]:
 
 def commands(page: Path) -> list[tuple[int, str]]:
     """(line, normalized command) of every command a page gives."""
-    found = []
+    return [(line, command) for line, command, _ in commands_in_context(page)]
 
-    def add(line: int, text: str) -> None:
+
+def paragraphs(block: Block) -> list[tuple[int, str]]:
+    """(first line, text) of each paragraph of a prose block: lines up to a blank one."""
+    found, start, lines = [], block.line, []
+    for offset, text in enumerate([*block.text.split("\n"), ""]):
+        if text.strip():
+            start, lines = (block.line + offset if not lines else start), [*lines, text]
+        elif lines:
+            found.append((start, "\n".join(lines)))
+            lines = []
+    return found
+
+
+SENTENCE_END = re.compile(r"(?<=[.;|])\s+")  # a table's cell ends as a sentence does
+
+
+def spans_in_sentences(paragraph: Block) -> list[tuple[int, str, str]]:
+    """(line, content, sentence) of each inline code span of a paragraph: the sentence, or clause
+    after a semicolon, that holds it (a full stop inside a code span ends nothing)."""
+    blanked = without_code_spans(paragraph.text)
+    ends = [0, *(end.end() for end in SENTENCE_END.finditer(blanked)), len(blanked)]
+    found = []
+    for span in CODE_SPAN.finditer(paragraph.text):
+        first = max(end for end in ends if end <= span.start())
+        last = min(end for end in ends if end >= span.end())
+        line = paragraph.line + paragraph.text.count("\n", 0, span.start())
+        found.append((line, " ".join(span.group(2).split()), paragraph.text[first:last]))
+    return found
+
+
+def commands_in_context(page: Path) -> list[tuple[int, str, str]]:
+    """(line, normalized command, context) of every command a page gives. The context is what says
+    where the command runs: for an inline command its sentence (in a table, its cell and the paragraph
+    before the table), for a code block's line the paragraph just before the block and the line's own comment."""
+    found = []
+    before = ""
+
+    def add(line: int, text: str, context: str) -> None:
         for part in CHAIN.split(text):
             if part.strip():
-                found.extend((line, command) for command in normalized(part.strip()))
+                found.extend((line, command, context) for command in normalized(part.strip()))
 
     for block in blocks(page.read_text()):
         if block.lang is None:
-            for line, span in code_spans(block):
-                if is_command(span):
-                    add(line, span)
+            for start, paragraph in paragraphs(block):
+                for line, span, sentence in spans_in_sentences(Block(start, paragraph, None)):
+                    if is_command(span):  # a table's row also says where with the paragraph leading into it
+                        add(line, span, f"{before}\n{sentence}" if paragraph.startswith("|") else sentence)
+                before = paragraph
         elif block.lang in ("bash", "sh", "shell", "console"):
             logical = re.sub(r"\\\n\s*", " ", block.text)  # continued lines are one command
             for offset, text in enumerate(logical.splitlines()):
                 code, *comment = re.split(r"(?:^|\s)#", text, maxsplit=1)  # a comment starts a word
-                add(block.line + offset, code.strip())
+                context = f"{before}\n{comment[0] if comment else ''}"
+                add(block.line + offset, code.strip(), context)
                 alternative = re.match(r"\s*or:\s*(.+)", comment[0]) if comment else None
                 if alternative:  # "# or: python -m pytest -n 8 tests"
-                    add(block.line + offset, alternative.group(1))
+                    add(block.line + offset, alternative.group(1), context)
     return found
+
+
+# --- Where a command runs ----------------------------------------------------------------------------
+
+# Where a page's command runs. A command runs in the README's venv (README, "The two commands":
+# nox and asv, no torch), from the checkout's root, unless the page says otherwise: the command's
+# program is .nox/torch/bin/python (the sessions' environment, with torch), or its context (the
+# sentence that gives it, the paragraph before its block, its comment) names another place in these words.
+# A network the command needs is said as "where a registry answers".
+VENV = "the README's venv"
+TORCH = f"{TORCH_PYTHON}, the torch sessions' environment"
+RUNNER = "the GPU runner, or a GPU machine set up as it is"
+YOURS = "your own environment, where you install or use nf4kernel"
+OWN_MACHINE = "a maintainer's own machine"
+NETWORK = "any machine where a package registry answers"
+PLACES = {
+    RUNNER: re.compile(r"\bon (?:the|a|any|this) (?:GPU runner|runner|GPU machine)\b", re.I),
+    YOURS: re.compile(
+        r"\bin your (?:own )?environment\b|\bbeside the torch you have\b|\bwhere nf4kernel is installed\b", re.I
+    ),
+    OWN_MACHINE: re.compile(r"\bon (?:their|your) own machine\b", re.I),
+    NETWORK: re.compile(r"\bwhere a (?:package )?registry answers\b", re.I),
+}
+
+
+def place(command: str, context: str) -> str:
+    """Where a page says ``command`` runs (one of PLACES' keys, TORCH or VENV), read from its
+    ``context`` (commands_in_context's)."""
+    if command.split()[0] == TORCH_PYTHON:
+        return TORCH
+    return next((where for where, words in PLACES.items() if words.search(context)), VENV)
 
 
 # --- What CI does not run, and why ----------------------------------------------------------------
@@ -475,12 +549,13 @@ NOT_RUN_IN_CI = {
         SERVES,
         "tests/harness/test_site_preview.py starts asv's server through harness.history.site preview, and stops it",
     ),
-    "python -m studies.power resample --out DIR --commit C": Why(
+    ".nox/torch/bin/python -m studies.power resample --out DIR --commit C": Why(
         TOO_LONG,
         "1000 no-op runs: over 5 minutes on 2 cores; tests/harness/test_power.py resamples the committed records",
     ),
     # Placeholders for any session or module, whose instances are listed themselves.
     "nox -s <session>": Why(PATTERN, "nox's own syntax"),
+    ".nox/torch/bin/python -m harness ...": Why(PATTERN, "any command of the harness, in the sessions' environment"),
 }
 
 

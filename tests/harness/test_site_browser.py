@@ -228,7 +228,7 @@ def test_opened_as_a_file_the_site_says_to_serve_it(browser, site_dir, tmp_path)
     browser.get((site_dir / "index.html").as_uri())
     shown = WebDriverWait(browser, 30).until(page_with_the_message)
     assert "served over HTTP" in shown and "http://127.0.0.1:8080" in shown, shown
-    assert "asv preview" in shown and "python3 -m nox -s preview" in shown, shown
+    assert "asv preview" in shown and "nox -s preview" in shown, shown
     assert "internet connection" not in shown, shown
     screenshot(browser, "site-opened-as-a-file.png", tmp_path)
 

@@ -121,7 +121,7 @@ def test_harness_site_publish_builds_the_same_site(by_asv, by_harness):
     assert sorted(ours) == sorted(asvs)
     assert [name for name in ours if ours[name] != asvs[name]] == []
     printed = by_harness[1]
-    assert "`asv preview`" in printed and "`python3 -m nox -s preview`" in printed  # how to see it
+    assert "`asv preview`" in printed and "`nox -s preview`" in printed  # how to see it
 
 
 def test_asv_publish_on_a_fresh_clone_into_another_folder(tmp_path):

@@ -1,5 +1,7 @@
 """The README's venv holds nox and asv, not torch: a command that measures with torch, run there,
-says in one line which environment has it and exits 4 (as the gate does), never a traceback."""
+says in one line which environment has it and exits 4 (as the gate does), never a traceback. Here, the
+commands no page gives, with torch hidden from this environment; test_commands_in_the_readme_venv.py
+runs the pages' own in a venv made as the README's."""
 
 from __future__ import annotations
 

@@ -23,6 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "harness")]
 
+if __name__ == "__main__":  # the rule needs numpy, which the README's venv lacks: one line, not a traceback
+    from harness.core import exits
+
+    exits.require(("numpy",), "python tests/studies/rule_on_recorded_runs.py", "with .nox/torch/bin/python")
+
 import recorded  # noqa: E402
 
 from harness.regression import rule as regression_rule  # noqa: E402
@@ -48,7 +53,7 @@ def old_rule_fails(order, slower) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--pairings", type=int, default=300)
     parser.add_argument("--per-shape-pairings", type=int, default=100)
     args = parser.parse_args()

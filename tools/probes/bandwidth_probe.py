@@ -22,7 +22,7 @@ from studies import sweep
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer variants")
     args = parser.parse_args(argv)
     layer, tensors, layout, expected, out, moved, copy_bw = sweep.streaming_case()

@@ -127,7 +127,7 @@ def per_call_us(fn, calls) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/probes/clock_gap.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python tools/probes/clock_gap.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--spin", action="store_true", help="CUDA spins while it waits (CU_CTX_SCHED_SPIN)")

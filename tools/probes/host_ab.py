@@ -167,7 +167,7 @@ def run_child(before: Path | None, cpu: int | None, without: tuple[str, ...] = (
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("before", nargs="?", type=Path, help="a folder holding the older nf4kernel/")
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--cpu", type=int, help="pin every process to this core (taskset)")

@@ -107,7 +107,7 @@ def variant(tensors, layout, out, tile: dict, mode: int):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     if torch.cuda.get_device_capability() < (9, 0):

@@ -44,7 +44,7 @@ def wheel_problems(names: list[str], version: str) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tag", help="the release's tag, v<version>")
     parser.add_argument("wheels", nargs="*", type=Path)
     args = parser.parse_args(argv)

@@ -69,7 +69,7 @@ def key(record: dict) -> tuple[str, str, str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--write", action="store_true", help="rewrite the README's table from the records")
     parser.add_argument("--ran", type=Path, help="a folder of this run's records, to hold against the table")
     args = parser.parse_args(argv)

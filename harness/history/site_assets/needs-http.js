@@ -41,7 +41,7 @@
         { text: "In the repository, run " },
         { code: "asv preview" },
         { text: " (or " },
-        { code: "python3 -m nox -s preview" },
+        { code: "nox -s preview" },
         { text: ") and open " },
         { code: "http://127.0.0.1:8080" },
         { text: " (the address it prints)." },
