@@ -18,12 +18,13 @@ runs them through the gate, and the rehearsal's ``hostile-<attack>`` scenarios t
 * ``unsynced``: ``torch.cuda.synchronize`` made a no-op, so a call answers before its work ends.
 
 GPU work that outlives a frozen process: each does every call's work twice and leaves a one-warp
-kernel spinning on the GPU's clock (until the candidate calls again, or 4 s) where it takes another
+kernel spinning on the GPU's clock (until the candidate calls again, or 1 s) where it takes another
 process's time slices, the candidate frozen (``torch.cuda.synchronize`` made its own stream's, so
 the worker's sync does not wait for it):
 
-* ``released``: the spin queued behind a wait (``cuStreamWaitValue32``) for the slot just written to
-  hold the reference's poison again: the next batch's poison starts it.
+* ``released``: a chain of spins, each behind a wait (``cuStreamWaitValue32``) for a slot's word
+  to hold the reference's poison: every batch's poison releases one, and one that runs out its
+  time clears the word for the next.
 * ``second-process``: the same from a second process with a CUDA context of its own, which maps the
   slots the clock lent (their descriptor kept when the worker opened them).
 * ``long-kernel``: the spin launched right before a call answers: the last call's runs on.
@@ -169,15 +170,21 @@ _no_sync()
 # device's, a call counter in pinned memory the GPU reads, and a one-warp kernel that spins on the
 # GPU's clock until the counter moves (the candidate called again: its own batch goes on, so it
 # stops) or SPIN_NS pass. A spin in the candidate's own context costs the candidate one warp; in
-# another process's turn, it takes that context's time slices. The driver's wait on a 32-bit word
-# is cuStreamWaitValue32 (flag 0x1: CU_STREAM_WAIT_VALUE_EQ).
+# another process's turn, it takes that context's time slices. A chain holds LINKS spins, each
+# behind a wait (cuStreamWaitValue32, flag 0x1: equal) for a slot's word to hold the reference's
+# poison, which every batch starts by writing: a spin that runs out its time (the candidate stayed
+# frozen: another process's batch ran) clears that word, so the next batch's poison releases the
+# next link. Lazy module loading is turned off: a kernel loaded while a wait is armed waited on it.
 QUEUED = """
+_os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
 import triton as _triton
 import triton.language as _tl
 from triton.language.extra.cuda import globaltimer as _globaltimer
-SPIN_NS = 4_000_000_000  # under the old quiet probe's 5 s wait, so a batch after it still gets timed
+SPIN_NS = 1_000_000_000
+LINKS = 8  # the baseline's batches between two of the candidate's phases: six in the gate
+NEW_BATCH_S = 0.005  # a call this long after the last opens a batch (checks, freezing, the probe between)
 @_triton.jit
-def _spin(calls, ns):
+def _spin(calls, word, flag, ns):
     began = _globaltimer()
     seen = _tl.load(calls, volatile=True)
     now = began
@@ -185,11 +192,33 @@ def _spin(calls, ns):
     while (now - began < ns) & (count == seen):
         now = _globaltimer()
         count = _tl.load(calls, volatile=True)
+    if count == seen:
+        _tl.store(word, 0)
+        _tl.store(flag, 1)
+class _At:
+    def __init__(self, address):
+        import torch
+        self.address, self.dtype = address, torch.int32
+    def data_ptr(self):
+        return self.address
 def _waiter():
     import ctypes
     wait = ctypes.CDLL("libcuda.so.1").cuStreamWaitValue32_v2
     wait.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
     return wait
+def _chain(wait, word, calls, kept):
+    import ctypes, torch
+    handle = ctypes.c_void_p()  # a stream of its own, non-blocking: torch's Stream() cycles through 32
+    ctypes.CDLL("libcuda.so.1").cuStreamCreate(ctypes.byref(handle), 1)
+    stream = torch.cuda.ExternalStream(handle.value)
+    flags = torch.zeros(LINKS, dtype=torch.int32, device="cuda")
+    kept.setdefault("chains", []).append((stream, flags))  # one the candidate's batch stopped stays unreached
+    with torch.cuda.stream(stream):
+        for i in range(LINKS):
+            if i:
+                wait(stream.cuda_stream, flags.data_ptr() + 4 * (i - 1), 1, 1)
+            wait(stream.cuda_stream, word, 0xFFFFFFFF, 1)
+            _spin[(1,)](calls, _At(word), flags[i:], SPIN_NS, num_warps=1)
 def _queued_twice():
     from . import api
     import torch
@@ -203,37 +232,27 @@ def _queued_twice():
             torch.cuda.current_stream().synchronize()
             if not kept:
                 calls = torch.zeros(1, dtype=torch.int64, pin_memory=True)
-                kept.update(calls=calls, side=torch.cuda.Stream(), event=None)
+                kept.update(calls=calls, side=torch.cuda.Stream(), event=None, last=0.0, wait=_waiter())
             kept["calls"][0] += 1
+            now = _time.monotonic()
+            kept["new_batch"], kept["last"] = now - kept["last"] > NEW_BATCH_S, now
             _after_call(out, kept)
         return got
     api.dequantize = twice
 """
 
-# In the candidate's process: behind a wait for the slot just written to hold the reference's poison
-# again, a spin. The next batch's poison starts it: in the candidate's own next batch it stops at the
-# first call; in the baseline's it runs on, the candidate frozen.
+# In the candidate's process: at each batch's first call, a chain on the word of the slot it wrote.
 RELEASED = """
 def _after_call(out, kept):
-    import torch
-    if kept["event"] is not None and not kept["event"].query():
-        return  # one spin armed (or spinning) at a time
-    if "wait" not in kept:
-        kept["wait"] = _waiter()
-    side = kept["side"]
-    with torch.cuda.stream(side):
-        kept["wait"](side.cuda_stream, out.data_ptr(), 0xFFFFFFFF, 1)
-        _spin[(1,)](kept["calls"], SPIN_NS, num_warps=1)
-        kept["event"] = torch.cuda.Event()
-        kept["event"].record(side)
+    if kept["new_batch"]:
+        _chain(kept["wait"], out.data_ptr(), kept["calls"], kept)
 _queued_twice()
 """
 
 # The same from a second process with a CUDA context of its own: it maps the slots the clock lent the
-# worker (the descriptor kept when the worker opened them) and the page holding its parent's counter,
-# and arms its spin behind a wait on the slot its parent's last call wrote (told through that page)
-# once its parent has called twice since its last spin ended: that slot was then written after the
-# batch's poison.
+# worker (the descriptor kept when the worker opened them) and the page holding its parent's counter
+# and its last call's slot, and arms a chain two calls into each of its parent's batches (a slot
+# written then was written after the batch's poison).
 SECOND_PROCESS = """
 _slots = []
 def _keep_the_slots():
@@ -249,26 +268,24 @@ def _keep_the_slots():
 _CHILD = r'''
 import mmap, sys, time, torch
 from harness.clock.regions import Region
-from nf4kernel import _spin, _waiter, SPIN_NS
+from nf4kernel import _chain, _waiter, NEW_BATCH_S
 fd, size, shared = (int(x) for x in sys.argv[1:4])
 slots = Region.open(fd, size, "cuda")
 base = slots.view(0, torch.uint8, [size]).data_ptr()
 page = mmap.mmap(shared, 4096)
 words = torch.frombuffer(page, dtype=torch.int64)
 torch.cuda.cudart().cudaHostRegister(words.data_ptr(), 4096, 0)
-calls = words[1:2]
-wait, side = _waiter(), torch.cuda.Stream()
-event, armed_at = None, None
+calls, wait, kept = words[1:2], _waiter(), {}
+seen, changed, opened = 0, 0.0, None
 while True:
-    count = int(words[1])
-    if event is not None and event.query():
-        event, armed_at = None, count
-    if event is None and (armed_at is None or count >= armed_at + 2):
-        with torch.cuda.stream(side):
-            wait(side.cuda_stream, base + int(words[0]), 0xFFFFFFFF, 1)
-            _spin[(1,)](calls, SPIN_NS, num_warps=1)
-            event = torch.cuda.Event()
-            event.record(side)
+    count, now = int(words[1]), time.monotonic()
+    if count != seen:
+        if now - changed > NEW_BATCH_S:
+            opened = count
+        seen, changed = count, now
+    if opened is not None and count >= opened + 2:
+        _chain(wait, base + int(words[0]), calls, kept)
+        opened = None
     time.sleep(0.0005)
 '''
 def _after_call(out, kept):
@@ -295,8 +312,10 @@ def _after_call(out, kept):
     import torch
     if kept["event"] is not None and not kept["event"].query():
         return
+    if "scratch" not in kept:
+        kept["scratch"] = torch.zeros(2, dtype=torch.int32, device="cuda")  # the word and flag it may clear
     with torch.cuda.stream(kept["side"]):
-        _spin[(1,)](kept["calls"], SPIN_NS, num_warps=1)
+        _spin[(1,)](kept["calls"], kept["scratch"], kept["scratch"][1:], SPIN_NS, num_warps=1)
         kept["event"] = torch.cuda.Event()
         kept["event"].record(kept["side"])
 _queued_twice()
