@@ -81,12 +81,24 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
     fn, source = implementation(impl)
     import torch
 
-    took = {"import": time.perf_counter() - began}
+    took, mark = {}, [began]
+
+    def lap(name: str) -> None:  # where a start's seconds go, for the clock's log line
+        now = time.perf_counter()
+        took[name], mark[0] = now - mark[0], now
+
+    lap("import")
     setup, fds = messages.receive(sock)
     device = setup["device"]
     manifest = setup["manifest"]
-    weights = inputs.quant_states(Region.open(fds[0], setup["inputs_bytes"], device, read_only=True), manifest)
+    if device == "cuda":
+        torch.cuda.init()
+    lap("cuda")
+    given = Region.open(fds[0], setup["inputs_bytes"], device, read_only=True)
     slots = Region.open(fds[1], setup["slots_bytes"], device)
+    lap("regions")
+    weights = inputs.quant_states(given, manifest)
+    lap("states")
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     views = {}
 
@@ -105,11 +117,10 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
     # A name's later processes (``lean``) only time what their first compiled and measured: one
     # weight a group warms them (a batch's untimed warm-up repeats do the rest).
     warm = list(firsts.values()) if setup.get("lean") else range(len(weights))
-    took["setup"] = time.perf_counter() - began - took["import"]
     for w in warm:
         for _ in range(WARM_CALLS):
             call(w, 0)
-    took["warm"] = time.perf_counter() - began - took["import"] - took["setup"]
+    lap("warm")
     said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
     if not setup.get("lean"):
         said["peak_bytes"] = {manifest["weights"][w]["label"]: peak_bytes(call, w, device) for w in firsts.values()}

@@ -182,7 +182,7 @@ def test_a_candidate_s_process_is_ended_before_anything_else_runs_and_a_new_one_
     assert not session.impls["timers"].alive()
     # a name's later process warms only what it times and measures no peak: its first's stands
     assert "peak_bytes" in ready["honest"] and "peak_bytes" not in session.impls["honest"].said
-    assert set(session.stats["last_start"]) == {"wall", "import", "setup", "warm"}
+    assert set(session.stats["last_start"]) == {"wall", "import", "cuda", "regions", "states", "warm"}
 
 
 def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
