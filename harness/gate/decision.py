@@ -20,7 +20,6 @@ POLICY = policy.gate()
 DEFAULT_THRESHOLD = POLICY.threshold  # nf4kernel at least this many times as fast as Unsloth (median)
 MIN_ROUNDS = POLICY.rounds
 DEFAULT_MAX_ROUNDS = POLICY.max_rounds  # where the gate stops adding rounds to an inconclusive interval
-AA_ROUNDS = POLICY.aa_rounds
 
 # The bootstrap (``harness/core/stats.py``): a percentile interval of the median over rounds, its
 # seed and resamples the policy's. The gate keeps its own stream (``stats.python_stream``, Python's
@@ -72,15 +71,13 @@ def bootstrap_interval(
     level: float = CI_LEVEL,
     resamples: int = RESAMPLES,
     seed: int = SEED,
-    size: int | None = None,
 ) -> tuple[float, float]:
     """The percentile bootstrap interval of ``statistic`` over ``samples``: resample with
-    replacement (``size`` values each time, by default as many as there are), take the statistic
-    each time, cut ``(1 - level) / 2`` off each end."""
+    replacement, take the statistic each time, cut ``(1 - level) / 2`` off each end."""
     stats.checked(samples)
     stats.checked_level(level)
     statistic = None if statistic is statistics.median else statistic  # the median: numpy's, the same values
-    draws = stats.medians(samples, stats.python_stream(seed), resamples, size, statistic)
+    draws = stats.medians(samples, stats.python_stream(seed), resamples, None, statistic)
     return stats.percentile_interval(draws, level, between_draws=False)
 
 
