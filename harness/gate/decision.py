@@ -91,28 +91,6 @@ def straddles(interval: tuple[float, float], threshold: float) -> bool:
 # --- Reading a record -----------------------------------------------------------------------------
 
 
-def check_timings(record: dict, names: Sequence[str] = ("nf4kernel", "unsloth"), what: str = "the record") -> None:
-    """Raises ValueError naming the problem unless ``record["seconds"][name]`` is, for each name, a
-    list of rounds of positive per-shape seconds, all of one shape count, the same number of rounds."""
-    seconds = record.get("seconds") if isinstance(record, dict) else None
-    if not isinstance(seconds, dict):
-        raise ValueError(f"{what} has no timings ('seconds')")
-    rounds_per_name, shapes_per_round = set(), set()
-    for name in names:
-        rounds = seconds.get(name)
-        if not isinstance(rounds, list) or not rounds:
-            raise ValueError(f"{what} has no rounds timed for {name!r}")
-        rounds_per_name.add(len(rounds))
-        for i, shapes in enumerate(rounds):
-            ok = isinstance(shapes, list) and shapes
-            ok = ok and all(isinstance(s, int | float) and math.isfinite(s) and s > 0 for s in shapes)
-            if not ok:
-                raise ValueError(f"{what}: round {i + 1} of {name!r} is not a list of positive seconds: {shapes!r}")
-            shapes_per_round.add(len(shapes))
-    if len(rounds_per_name) > 1 or len(shapes_per_round) > 1:
-        raise ValueError(f"{what}: {', '.join(names)} differ in their number of rounds or shapes")
-
-
 def round_ratios(record: dict, baseline: str = "unsloth", candidate: str = "nf4kernel") -> list[float]:
     """Per round: the baseline's total time over the candidate's (above 1: the candidate is faster)."""
     seconds = record["seconds"]
