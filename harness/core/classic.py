@@ -1,13 +1,10 @@
 """Unsloth's classic dequantize path (bitsandbytes' ctypes kernels), timed beside nf4kernel in a
-process of its own: Unsloth chooses the path at import, by ``UNSLOTH_BNB_TRITON=0``. The gate times
-it on Challenge A, the asv suite on its weights; each starts this process once per run
-(``in_own_process``) and reads the one JSON line it prints.
+process of its own: Unsloth chooses the path at import, by ``UNSLOTH_BNB_TRITON=0``. The asv suite
+(``benchmarks/_ruler.py``) starts this process once per run (``in_own_process``) and reads the one
+JSON line it prints, ``{"shapes": {weight: {name: [seconds per call, one per round]}}}``.
 
-    UNSLOTH_BNB_TRITON=0 python -P -m harness._process classic --rounds 5
     UNSLOTH_BNB_TRITON=0 python -P -m harness._process classic --weights "4096x1024 bfloat16" --rounds 5
 
-Challenge A prints ``{"seconds": times[name][round][mlp], "calls_per_timing": 1000, "exact": bool}``;
-``--weights`` prints ``{"shapes": {weight: {name: [seconds per call, one per round]}}}``.
 Exit 0: measured; 2: not started with ``UNSLOTH_BNB_TRITON=0``, or a weight that is not the suite's;
 4: no CUDA GPU.
 """
@@ -47,20 +44,6 @@ def in_own_process(arguments: list[str], timeout: float) -> dict:
         return {"error": f"its last line is not JSON: {lines[-1][:200]}"}
 
 
-def challenge_a(rounds: int) -> dict:
-    import torch
-
-    from harness.core import workload
-
-    impls = {"nf4kernel": workload.implementation("nf4kernel"), "unsloth_classic": workload.implementation("unsloth")}
-    mlps = workload.challenge_a()
-    exact = all(
-        torch.equal(impls["nf4kernel"](layer), impls["unsloth_classic"](layer)) for mlp in mlps for layer in mlp.layers
-    )
-    seconds = workload.interleaved_rounds(impls, mlps, rounds)
-    return {"seconds": seconds, "calls_per_timing": workload.ROUNDS_PER_TIMING, "exact": exact}
-
-
 def suite_weights(weights: list[str], rounds: int) -> dict:
     from harness.core import workload
 
@@ -76,14 +59,14 @@ def main(argv=None) -> int:
 
     parser = command_output.Parser(prog="python -P -m harness._process classic", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
-    parser.add_argument("--weights", nargs="+", help='the suite\'s weights, each "OUTxIN dtype" (default: Challenge A)')
+    parser.add_argument("--weights", nargs="+", required=True, help='the suite\'s weights, each "OUTxIN dtype"')
     args = parser.parse_args(argv)
     if os.environ.get("UNSLOTH_BNB_TRITON") != "0":
         print("classic: run with UNSLOTH_BNB_TRITON=0 (Unsloth reads it at import)", file=sys.stderr)
         return 2
     if args.rounds < 1:
         parser.error(f"--rounds must be 1 or more, not {args.rounds}")
-    for name in args.weights or ():
+    for name in args.weights:
         shape, _, dtype = name.partition(" ")
         if shape not in workload.SHAPES or dtype not in workload.DTYPES:
             parser.error(
@@ -95,5 +78,5 @@ def main(argv=None) -> int:
     except workload.NoGpu as error:
         print(error, file=sys.stderr)
         return exits.NO_GPU
-    print(json.dumps(suite_weights(args.weights, args.rounds) if args.weights else challenge_a(args.rounds)))
+    print(json.dumps(suite_weights(args.weights, args.rounds)))
     return 0

@@ -1,5 +1,5 @@
-"""The gate record (``python -m harness gate`` writes it; ``--replay`` reads it), the A/A record
-(``"mode": "aa"``) among them: its schema (``check_gate``) and its reader (``read_gate``).
+"""The gate record (``python -m harness gate`` writes it; ``--replay`` reads it): its schema
+(``check_gate``) and its reader (``read_gate``).
 """
 
 from __future__ import annotations
@@ -34,12 +34,9 @@ from harness.core.schema import (
 # Version 2: timed by the trusted clock (harness/clock): batches go-to-done from another process, the
 # outputs written into slots the reference owns, inputs drawn from copies larger than L2.
 HARNESS_VERSION = 2
-IN_PROCESS_VERSION = 1  # --no-sandbox and --aa: timed in the process that imported the kernel, as before
 UNVERSIONED = 1  # what a record without "harness_version" was measured by
 
-AA_MODE = "aa"
 GATE_TIMED = ("nf4kernel", "unsloth")  # what the gate's verdict compares; bitsandbytes is shown beside
-AA_TIMED = ("A", "B")
 
 
 def read_gate(path: str | Path, name: str | None = None) -> dict:
@@ -48,28 +45,25 @@ def read_gate(path: str | Path, name: str | None = None) -> dict:
 
 
 def check_gate(record: Any, file: str = "the gate record") -> dict:
-    """``record`` if it is a gate record (or an A/A record) a verdict can be decided and shown on;
-    RecordError otherwise. What is required follows how far the run got: nothing measured without a
-    GPU (or, for the gate, without Unsloth); correctness checks once both were there; timings once
-    every check passed."""
+    """``record`` if it is a gate record a verdict can be decided and shown on; RecordError
+    otherwise. What is required follows how far the run got: nothing measured without a GPU or
+    without Unsloth; correctness checks once both were there; timings once every check passed."""
     where = Where(file)
     an_object(record, where)
-    mode = optional(record, "mode", where, a_string)
-    if mode is not None and mode != AA_MODE:
-        where.key("mode").fail(f"{shown(mode)} is no record mode (an A/A record says {shown(AA_MODE)})")
-    aa = mode == AA_MODE
+    if "mode" in record:  # only the A/A noise check's records had one, and the gate reads none of them
+        where.key("mode").fail(f"{shown(record['mode'])}: a gate record has no mode (an A/A record had one)")
     environment = _environment(record, where)
     optional(record, "rounds", where, an_int, minimum=1)
     optional(record, "rounds_first", where, an_int, minimum=1)
     optional(record, "max_rounds", where, an_int, minimum=1)
     optional(record, "harness_version", where, an_int, minimum=1)
-    measured = environment["cuda"] and (aa or bool(environment.get("unsloth")))
+    measured = environment["cuda"] and bool(environment.get("unsloth"))
     correct = True
-    if measured and not aa:
+    if measured:
         checks = required(record, "correctness", where, _correctness)
         correct = bool(checks) and all(check["ok"] for check in checks)
-    shapes = _timings(record, where, aa) if "seconds" in record or (measured and correct) else None
-    optional(record, "classic", where, _classic, shapes=shapes)
+    if "seconds" in record or (measured and correct):
+        _timings(record, where)
     optional(record, "kernel", where, _kernel)
     return record
 
@@ -103,22 +97,18 @@ def _correctness(value: Any, where: Where) -> list:
     return value
 
 
-def _timings(record: dict, where: Where, aa: bool) -> int | None:
+def _timings(record: dict, where: Where) -> None:
     """``seconds`` and what reads it: the shapes, the calls per timing, the copy bandwidth, a round
-    count that matches, a GPU state per round. Returns how many shapes the record names."""
-    shapes = required(record, "shapes", where, _shapes) if not aa else optional(record, "shapes", where, _shapes)
-    count = len(shapes) if shapes else None
-    names = AA_TIMED if aa else GATE_TIMED
-    timed = required(record, "seconds", where, _rounds_by_name, names=names, shapes=count)
+    count that matches, a GPU state per round."""
+    shapes = required(record, "shapes", where, _shapes)
+    timed = required(record, "seconds", where, _rounds_by_name, names=GATE_TIMED, shapes=len(shapes))
     required(record, "calls_per_timing", where, an_int, minimum=1)
     required(record["environment"], "device", where.key("environment"), a_string, nonempty=True)
-    if not aa:
-        required(record["environment"], "copy_bytes_per_s", where.key("environment"), a_number, positive=True)
+    required(record["environment"], "copy_bytes_per_s", where.key("environment"), a_number, positive=True)
     rounds = required(record, "rounds", where, an_int, minimum=1)
     if rounds != timed:
         where.key("rounds").fail(f"{rounds}, but seconds holds {timed} rounds")
     optional(record, "round_states", where, _round_states, rounds=timed)
-    return count
 
 
 def _shapes(value: Any, where: Where) -> list:
@@ -130,7 +120,7 @@ def _shapes(value: Any, where: Where) -> list:
     return value
 
 
-def _rounds_by_name(value: Any, where: Where, names: tuple, shapes: int | None) -> int:
+def _rounds_by_name(value: Any, where: Where, names: tuple, shapes: int) -> int:
     """Every implementation's rounds, each a timing per shape; ``names`` required, all of one count
     of rounds. Returns it."""
     an_object(value, where)
@@ -145,17 +135,13 @@ def _rounds_by_name(value: Any, where: Where, names: tuple, shapes: int | None) 
     return counts[first]
 
 
-def _rounds(value: Any, where: Where, shapes: int | None) -> int:
+def _rounds(value: Any, where: Where, shapes: int) -> int:
     rounds = a_list(value, where, nonempty=True)
-    width = shapes
     for i, timings in enumerate(rounds):
         here = where.at(i)
         seconds_list(timings, here)
-        if width is None:
-            width = len(timings)
-        elif len(timings) != width:
-            named = "the record's shapes name" if shapes else "round 1 timed"
-            here.fail(f"{len(timings)} timings, but {named} {width}")
+        if len(timings) != shapes:
+            here.fail(f"{len(timings)} timings, but the record's shapes name {shapes}")
     return len(rounds)
 
 
@@ -170,17 +156,6 @@ def _round_states(value: Any, where: Where, rounds: int) -> list:
         required(state, "state_after", here, gpu_state)
         required(state, "throttled", here, strings)
     return states
-
-
-def _classic(value: Any, where: Where, shapes: int | None) -> dict:
-    """Unsloth's classic path, timed in its own process: its timings, or why not."""
-    an_object(value, where)
-    if "seconds" not in value:
-        optional(value, "error", where, a_string)
-        return value
-    required(value, "seconds", where, _rounds_by_name, names=("nf4kernel", "unsloth_classic"), shapes=shapes)
-    required(value, "calls_per_timing", where, an_int, minimum=1)
-    return value
 
 
 def _kernel(value: Any, where: Where) -> dict:

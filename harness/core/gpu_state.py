@@ -1,10 +1,6 @@
 """The GPU's state around a timed round (clocks, throttle reasons, temperature, power) and the
-versions of the software that shape a figure, for the gate's record.
-
-Read through NVML (nvidia-ml-py, module ``pynvml``) where it imports, else through ``nvidia-smi``;
-on a machine with neither (CI's CPU runners, a container without the driver's tools) every reader
-returns a value that says so instead of raising: the state is evidence beside a measurement, and
-its absence must never stop one.
+versions that shape a figure, for the records; read through NVML, else ``nvidia-smi``, and never
+raising where neither is there (docs/harness-code.md).
 
     snapshot(device)     -> {"sm_clock_mhz": ..., "throttle_reasons": [...], "source": "nvml"}
                             or {"unavailable": "<why>"}

@@ -178,14 +178,3 @@ def staged(source: str, repo: Path = ROOT):
     commit = resolve(source, repo)
     with tempfile.TemporaryDirectory(prefix=f"nf4kernel-{commit[:8]}-") as tmp:
         yield Staged(commit, extract(commit, Path(tmp), repo))
-
-
-def imported_from(staged_dir: Path) -> str:
-    """Imports nf4kernel (``staged_dir`` must be first on sys.path) and checks where it came from;
-    SourceError if another copy (this checkout's, an installed one) shadowed it."""
-    import nf4kernel
-
-    where = os.path.realpath(nf4kernel.__file__)
-    if not where.startswith(os.path.realpath(staged_dir) + os.sep):
-        raise SourceError(f"nf4kernel was imported from {where}, not from the kernel under test in {staged_dir}")
-    return where

@@ -1,16 +1,6 @@
-"""The oracle every exactness check compares with: bitsandbytes' own dequantization.
-
-On the GPU, its ``dequantize_4bit`` (its CUDA kernel). On the CPU, its pure-torch kernel
-(``backends/default``, which bitsandbytes itself uses on devices without a native kernel), run
-eagerly, with ``dequantize_4bit``'s double-quantization step in front: bitsandbytes' own code and
-roundings, nothing of nf4kernel's. Neither of its CPU entry points serves as is:
-
-* its C++ CPU kernel (0.50.2) restarts the blocks at every row, so where a row's length is not a
-  multiple of the blocksize it reads the wrong absmax (its quantize_4bit and its CUDA kernel block
-  the flat tensor);
-* its pure-torch kernel is wrapped in ``torch.compile``: Inductor compiles C++ for it at the first
-  call of every shape, and on the GPU image those compiles hung for minutes under 16 xdist
-  workers. ``__wrapped__`` is the function it compiles, which runs eagerly here.
+"""The oracle every exactness check compares with: bitsandbytes' own dequantization, its CUDA kernel
+on the GPU and its pure-torch kernel, run eagerly, on the CPU. Why neither of its CPU entry points
+serves as it is: docs/harness-code.md.
 """
 
 from __future__ import annotations

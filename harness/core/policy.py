@@ -26,7 +26,6 @@ class Gate:
     threshold: float  # the least median speed-up over Unsloth, where no GPU type is named
     rounds: int  # interleaved rounds first, and the least a median and its interval need
     max_rounds: int  # where the gate stops adding rounds to an inconclusive interval
-    aa_rounds: int  # --aa's first rounds
     resamples: int  # the bootstrap's
     seed: int  # fixed: a replay reproduces the interval a verdict was decided with
 

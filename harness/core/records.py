@@ -1,8 +1,8 @@
 """The harness's records, each kind checked against its schema before anything is decided on it:
 the one module a command imports them from.
 
-* a gate record (``python -m harness gate`` writes it; ``--replay`` reads it), the A/A record
-  (``"mode": "aa"``) among them: ``check_gate`` (``gate_record.py``);
+* a gate record (``python -m harness gate`` writes it; ``--replay`` reads it): ``check_gate``
+  (``gate_record.py``);
 * a regression record (``python -m harness regression --record``; ``--replay`` reads it):
   ``check_regression`` (``regression_record.py``);
 * an asv result file and an asv ``machine.json``: ``check_asv_result``, ``check_machine`` (``asv_files.py``).
@@ -23,11 +23,8 @@ from harness.core.asv_files import (
 )
 from harness.core.command_output import check_output
 from harness.core.gate_record import (
-    AA_MODE,
-    AA_TIMED,
     GATE_TIMED,
     HARNESS_VERSION,
-    IN_PROCESS_VERSION,
     UNVERSIONED,
     check_gate,
     read_gate,
@@ -36,15 +33,12 @@ from harness.core.regression_record import FAILED_EXITS, SIDES, check_pass, chec
 from harness.core.schema import COMMIT_HASH, SECONDS_RANGE, RecordError, Where, read_json
 
 __all__ = [
-    "AA_MODE",
-    "AA_TIMED",
     "ASV_MACHINE_VERSION",
     "ASV_RESULTS_VERSION",
     "COMMIT_HASH",
     "FAILED_EXITS",
     "GATE_TIMED",
     "HARNESS_VERSION",
-    "IN_PROCESS_VERSION",
     "SECONDS_RANGE",
     "SIDES",
     "UNVERSIONED",

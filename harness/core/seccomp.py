@@ -1,20 +1,6 @@
 """The system-call filter the sandbox's process runs under (bubblewrap's ``--seccomp FD``): no new
-user namespace, whatever the kernel under it allows.
-
-bubblewrap's ``--disable-userns`` does the same by lowering the sandbox's own
-``/proc/sys/user/max_user_namespaces``; gVisor, the runtime the fleet's GPU pods run in, has no such
-file, and a kernel could lack it too. The filter works on both, and beside ``--disable-userns`` where
-that works: a nested user namespace hands its process every capability again (``mount`` and the
-kernel surface behind it), which no kernel under test needs.
-
-For x86-64 (the GPU runners' machines), in classic BPF as ``seccomp(2)`` reads it:
-
-* ``unshare`` and ``clone`` with ``CLONE_NEWUSER``: refused, EPERM;
-* ``clone3``: ENOSYS (its flags are behind a pointer the filter can't read; the C library then falls
-  back to ``clone``, which the filter can);
-* ``setns``: refused, EPERM (joining another namespace: nothing inside has a reason to);
-* another ABI (x32, i386): refused, EPERM;
-* everything else: allowed (the sandbox's other limits are bubblewrap's namespaces and view).
+user namespace, whatever the kernel under it allows, as classic BPF for x86-64. Why a filter beside
+``--disable-userns``, and what it refuses: docs/harness-code.md.
 """
 
 from __future__ import annotations

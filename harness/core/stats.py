@@ -159,18 +159,3 @@ def rate_upper_95(seen: int, trials: int) -> float:
         mid = (low + high) / 2
         low, high = (mid, high) if tail(mid) > 0.05 else (low, mid)
     return high
-
-
-def spread(ratios: Sequence[float]) -> dict:
-    """Ratios' median, min, max and largest deviation from 1 (1: no change)."""
-    import numpy as np
-
-    ratios = list(ratios)
-    if not ratios:
-        raise ValueError("a spread needs at least one ratio")
-    return {
-        "median": float(np.median(ratios)),
-        "min": min(ratios),
-        "max": max(ratios),
-        "largest_deviation": max(abs(r - 1) for r in ratios),
-    }

@@ -1,18 +1,7 @@
-"""The one measuring stack: the weights timed, the implementations timed, and how they are timed.
-
-Every timed figure comes from here: the gate, the regression check's processes, the asv suite
-(``benchmarks/_ruler.py`` composes its figures from these), the tuning tools and the probes.
-
-- The weights: Challenge A's three MLPs (the gate), and the asv suite's weights (``SHAPES`` x
-  ``DTYPES``: the history and the regression check), each a ``Linear4bit(compress_statistics=True,
-  quant_type="nf4")`` initialised on the device and quantized by ``.to``, as the puzzle builds them.
-- The implementations: ``implementation(name)``, each ``fn(layer) -> dequantized weight``.
-- The timings: interleaved rounds of a synchronized loop (Challenge A's: every call followed by
-  ``torch.cuda.synchronize()``), cold-L2 kernel time (``do_bench``), back-to-back CUDA-event time,
-  host time, and a device copy timed each of those ways for scale.
-
-Nothing here imports torch at import: asv imports every benchmark module to discover it, and the
-regression check's trusted parent reads the suite's weights from here without starting torch.
+"""The one measuring stack: the weights timed (Challenge A's MLPs, the asv suite's weights), the
+implementations (``implementation(name)``) and how they are timed. Nothing here imports torch at
+import, so that asv's discovery and the regression check's trusted parent can read it. What
+it holds and who uses it: docs/harness-code.md.
 """
 
 from __future__ import annotations

@@ -1,3 +1,3 @@
-"""The PR speed gate against Unsloth: ``python -m harness gate`` (``cli.py``), its measurement in this
-process (``measurement.py``), its decision (``decision.py``), the A/A noise check, the table it
-prints, the sandboxed measurement of another tree's kernel, Unsloth's classic path."""
+"""The PR speed gate against Unsloth: ``python -m harness gate`` (``cli.py``), its measurement by the
+trusted clock (``sandboxed.py``, with ``measurement.py``'s rounds), its decision (``decision.py``) and
+the table it prints (``table.py``)."""

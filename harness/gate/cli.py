@@ -1,37 +1,34 @@
 """The PR speed gate: nf4kernel against the real Unsloth ``fast_dequantize`` on the Challenge A workload.
 
-    python -m harness gate [--threshold 1.15] [--rounds 5] [--max-rounds 15] [--json gate.json]
-                           [--summary summary.md] [--kernel SOURCE] [--measure-only]
+    python -m harness gate [--kernel SOURCE] [--threshold 1.15] [--rounds 5] [--max-rounds 15]
+                           [--json gate.json] [--summary summary.md] [--measure-only]
     python -m harness gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
-    python -m harness gate --aa [--rounds 15] [--json aa.json]    # the machine's noise floor
 
-``--kernel SOURCE`` (a commit or a checkout's path) measures that tree's ``nf4kernel/`` alone
-(``kernel_source.py``) on the trusted clock (``sandboxed.py``); without it the gate measures in this
-process (``measurement.py``). ``--measure-only`` writes the record and exits on the measurement alone
-(0 measured, 3, 4, 5), for a later ``--replay`` in a process where the kernel never ran. The
-threshold is ``--threshold``, else the ``--gpu-type``'s in ``.github/gpu-types.toml``, else 1.15.
-What it measures and how it decides (``decision.py``): docs/speed-gate.md.
+``--kernel SOURCE`` (a commit or a checkout's path; default ``HEAD``) is the committed ``nf4kernel/``
+measured, staged alone (``kernel_source.py``) and timed by the trusted clock (``sandboxed.py``).
+``--measure-only`` writes the record and exits on the measurement alone (0 measured, 3, 4, 5), for
+a later ``--replay`` in a process where the kernel never ran. The threshold is ``--threshold``, else
+the ``--gpu-type``'s in ``.github/gpu-types.toml``, else the policy's. What it measures and how it
+decides (``decision.py``): docs/speed-gate.md.
 
 Exit 0 pass, 1 too slow (below the threshold), 2 bad arguments or input (a threshold that is no
-finite speed-up; a record that is missing or breaks its schema (``records.py``), is of another
-commit than ``--expect-kernel`` or, with ``--gpu-type``, of another GPU; a --json or --summary that
-can't be written), said in one line, 3 incorrect, 4 no CUDA GPU, 5 no Unsloth. ``--aa`` times
-nf4kernel against itself (``noise.py``): exit 0 when measured, 4 without a GPU.
+finite speed-up; a kernel source that names no commit or holds what can't be staged; a record that
+is missing or breaks its schema (``records.py``), is of another commit than ``--expect-kernel`` or,
+with ``--gpu-type``, of another GPU; a --json or --summary that can't be written), said in one line,
+3 incorrect, 4 no CUDA GPU, 5 no Unsloth.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import math
+import sys
 
-from harness.core import command_output, exits, gpu_state, gpu_types, records
+from harness.core import command_output, exits, gpu_state, gpu_types, kernel_source, records
 from harness.core import markdown as md
-from harness.gate import decision, measurement, noise
+from harness.gate import decision
 from harness.gate.table import markdown, table
-
-AA_ROUNDS = decision.AA_ROUNDS  # --aa's default (the policy's)
 
 
 def command_line() -> argparse.ArgumentParser:
@@ -49,8 +46,8 @@ def command_line() -> argparse.ArgumentParser:
     parser.add_argument(
         "--rounds",
         type=int,
-        help=f"interleaved rounds first (at least {decision.MIN_ROUNDS}; default "
-        f"{decision.MIN_ROUNDS}, with --aa {AA_ROUNDS})",
+        default=decision.MIN_ROUNDS,
+        help="interleaved rounds first (at least, and by default, %(default)s)",
     )
     parser.add_argument(
         "--max-rounds",
@@ -61,18 +58,13 @@ def command_line() -> argparse.ArgumentParser:
     command_output.add_record(parser, "--json", "the record and the verdict")
     command_output.add_summary(parser, "the table")
     parser.add_argument("--replay", help="decide on a recorded JSON instead of measuring")
-    parser.add_argument("--no-classic", action="store_true", help="skip Unsloth's classic path")
-    parser.add_argument("--aa", action="store_true", help="time nf4kernel against itself: the noise floor")
+    # The gate no longer times Unsloth's classic path; the GPU machine's session script still says so.
+    parser.add_argument("--no-classic", action="store_true", help="accepted and ignored (older scripts pass it)")
     parser.add_argument(
         "--kernel",
         metavar="SOURCE",
-        help="measure this commit's or checkout's nf4kernel/ alone, with this harness (default: the one imported)",
-    )
-    parser.add_argument(
-        "--no-sandbox",
-        action="store_true",
-        help="with --kernel: measure in this process, not in bubblewrap's sandbox (a machine without it; the "
-        "workflows never pass it)",
+        help="the commit, or the checkout's HEAD, whose nf4kernel/ is measured alone, with this harness "
+        "(default: this checkout's HEAD)",
     )
     parser.add_argument(
         "--expect-kernel",
@@ -111,29 +103,21 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
             parser.error(f"--gpu-type: {error}")
     if args.threshold is None:
         args.threshold = args.gpu.gate_threshold if args.gpu else decision.DEFAULT_THRESHOLD
-    if args.rounds is None:
-        args.rounds = AA_ROUNDS if args.aa else decision.MIN_ROUNDS
     if args.rounds < decision.MIN_ROUNDS:
         parser.error(
             f"--rounds must be at least {decision.MIN_ROUNDS} (a median and its interval need them), not {args.rounds}"
         )
     if args.max_rounds < args.rounds:
         parser.error(f"--max-rounds ({args.max_rounds}) is below --rounds ({args.rounds})")
-    if args.aa and args.replay:
-        parser.error("--aa measures; it takes no --replay (replay an A/A record without --aa)")
     if args.replay and (args.kernel or args.measure_only):
         parser.error("--replay decides on a record; --kernel and --measure-only are for measuring")
+    if not args.replay and args.kernel is None:
+        args.kernel = "HEAD"  # committed code only, as the workflow measures it
     if args.expect_kernel and not args.replay:
         parser.error("--expect-kernel checks a record: give it with --replay")
     records.check_output(parser, "--json", args.json)
     records.check_output(parser, "--summary", args.summary)
     return args
-
-
-def read_record(path: str, option: str) -> dict:
-    """A gate or A/A record, checked against its schema; RecordError naming the option, the file
-    and the field when it is none."""
-    return records.read_gate(path, f"{option} {path}")
 
 
 def check_commit(record: dict, args) -> None:
@@ -156,20 +140,6 @@ def write(args, record: dict, text: str, summary: str) -> None:
         raise ValueError(f"{error}; the verdict above was not written") from None
 
 
-def report_aa(args, record: dict) -> int:
-    env = record["environment"]
-    if not env.get("cuda"):
-        why = env.get("cuda_error", "no CUDA GPU here")
-        text = f"A/A noise check: {md.line(why)}: nothing was measured"
-        write(args, record, text, noise.markdown(text))
-        return decision.EXIT_NO_GPU
-    found = noise.report(record)
-    record["noise"] = found
-    text = noise.text(record, found, args.threshold)
-    write(args, record, text, noise.markdown(text))
-    return decision.EXIT_PASS
-
-
 def main(argv=None) -> int:
     parser = command_line()
     args = parse(parser, argv)
@@ -186,29 +156,36 @@ def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
 
 
 def run(args) -> int:
-    """Read or measure, decide, report: the exit code. ValueError (RecordError among them) for input
-    that gives no verdict."""
-    with contextlib.ExitStack() as stack:
-        # Without a CUDA GPU nothing is measured and the kernel under test is never imported: exit 4 here.
-        if args.kernel and not (args.replay or args.aa or args.no_sandbox) and gpu_state.gpu_here():
-            # The trusted clock: the kernel under test runs in a sandboxed call process; this one
-            # times and decides, and never imports it (nor torch).
-            from harness.gate import sandboxed
+    """Read or measure, decide, report: the exit code. ValueError (RecordError and SourceError among
+    them) for input that gives no verdict."""
+    if args.replay:
+        record = records.read_gate(args.replay, f"--replay {args.replay}")
+        check_commit(record, args)
+    elif not gpu_state.gpu_here():
+        record = unmeasured(args)
+    else:
+        # The trusted clock: the kernel under test runs in a sandboxed call process; this one times
+        # and decides, and never imports it (nor torch).
+        from harness.gate import sandboxed
 
-            record = sandboxed.measure(args)
-            return report(args, record, decision.decide(record, args.threshold))
-        kernel = None if args.replay else measurement.use_kernel(args.kernel, stack)
-        if args.aa:
-            return report_aa(args, measurement.measure_aa(args.rounds, kernel))
-        if args.replay:
-            record = read_record(args.replay, "--replay")
-            if record.get("mode") == noise.MODE:
-                return report_aa(args, record)
-            check_commit(record, args)
-        else:
-            record = measurement.measure(args.rounds, not args.no_classic, args.max_rounds, args.threshold, kernel)
-        verdict = decision.decide(record, args.threshold)
-    return report(args, record, verdict)
+        record = sandboxed.measure(args)
+    return report(args, record, decision.decide(record, args.threshold))
+
+
+NO_GPU = "this machine sees no CUDA GPU (nvidia-smi lists none that CUDA_VISIBLE_DEVICES leaves visible)"
+
+
+def unmeasured(args) -> dict:
+    """The record of a run on a machine without a GPU. The kernel is staged all the same, so a source
+    that could never be measured is refused here too (exit 2), not only on the GPU runner."""
+    with kernel_source.staged(args.kernel) as kernel:
+        commit = kernel.commit
+    return {
+        "command": " ".join(["python -m harness gate", *sys.argv[1:]]),
+        "environment": {"cuda": False, "cuda_error": NO_GPU},
+        "kernel": {"source": args.kernel, "commit": commit},
+        "harness_version": records.HARNESS_VERSION,
+    }
 
 
 def check_gpu_type(args, record: dict) -> None:

@@ -20,7 +20,6 @@ POLICY = policy.gate()
 DEFAULT_THRESHOLD = POLICY.threshold  # nf4kernel at least this many times as fast as Unsloth (median)
 MIN_ROUNDS = POLICY.rounds
 DEFAULT_MAX_ROUNDS = POLICY.max_rounds  # where the gate stops adding rounds to an inconclusive interval
-AA_ROUNDS = POLICY.aa_rounds
 
 # The bootstrap (``harness/core/stats.py``): a percentile interval of the median over rounds, its
 # seed and resamples the policy's. The gate keeps its own stream (``stats.python_stream``, Python's
@@ -72,15 +71,13 @@ def bootstrap_interval(
     level: float = CI_LEVEL,
     resamples: int = RESAMPLES,
     seed: int = SEED,
-    size: int | None = None,
 ) -> tuple[float, float]:
     """The percentile bootstrap interval of ``statistic`` over ``samples``: resample with
-    replacement (``size`` values each time, by default as many as there are), take the statistic
-    each time, cut ``(1 - level) / 2`` off each end."""
+    replacement, take the statistic each time, cut ``(1 - level) / 2`` off each end."""
     stats.checked(samples)
     stats.checked_level(level)
     statistic = None if statistic is statistics.median else statistic  # the median: numpy's, the same values
-    draws = stats.medians(samples, stats.python_stream(seed), resamples, size, statistic)
+    draws = stats.medians(samples, stats.python_stream(seed), resamples, None, statistic)
     return stats.percentile_interval(draws, level, between_draws=False)
 
 
@@ -92,28 +89,6 @@ def straddles(interval: tuple[float, float], threshold: float) -> bool:
 
 
 # --- Reading a record -----------------------------------------------------------------------------
-
-
-def check_timings(record: dict, names: Sequence[str] = ("nf4kernel", "unsloth"), what: str = "the record") -> None:
-    """Raises ValueError naming the problem unless ``record["seconds"][name]`` is, for each name, a
-    list of rounds of positive per-shape seconds, all of one shape count, the same number of rounds."""
-    seconds = record.get("seconds") if isinstance(record, dict) else None
-    if not isinstance(seconds, dict):
-        raise ValueError(f"{what} has no timings ('seconds')")
-    rounds_per_name, shapes_per_round = set(), set()
-    for name in names:
-        rounds = seconds.get(name)
-        if not isinstance(rounds, list) or not rounds:
-            raise ValueError(f"{what} has no rounds timed for {name!r}")
-        rounds_per_name.add(len(rounds))
-        for i, shapes in enumerate(rounds):
-            ok = isinstance(shapes, list) and shapes
-            ok = ok and all(isinstance(s, int | float) and math.isfinite(s) and s > 0 for s in shapes)
-            if not ok:
-                raise ValueError(f"{what}: round {i + 1} of {name!r} is not a list of positive seconds: {shapes!r}")
-            shapes_per_round.add(len(shapes))
-    if len(rounds_per_name) > 1 or len(shapes_per_round) > 1:
-        raise ValueError(f"{what}: {', '.join(names)} differ in their number of rounds or shapes")
 
 
 def round_ratios(record: dict, baseline: str = "unsloth", candidate: str = "nf4kernel") -> list[float]:

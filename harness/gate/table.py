@@ -1,11 +1,9 @@
 """What the gate prints and writes to the job summary, from a record and its verdict: the timing
 table, the speed-up with its interval and rounds, each round's ratio with the throttled ones marked,
-the GPU's state and versions, the comparison with the base, and the verdict line. Pure: tested on
+the GPU's state and versions, the kernel under test, and the verdict line. Pure: tested on
 recorded data."""
 
 from __future__ import annotations
-
-import statistics
 
 from harness.core import markdown as md
 from harness.gate import decision
@@ -29,7 +27,7 @@ def _row(shape: dict, name: str, us: float, copy: float) -> list[str]:
 
 def timing_table(record: dict) -> list[str]:
     """Per shape and implementation, microseconds per call (median round), the achieved bandwidth and
-    its share of this run's device copy; Unsloth's classic path from its own process."""
+    its share of this run's device copy."""
     env = record["environment"]
     copy = env["copy_bytes_per_s"]
     lines = [
@@ -37,21 +35,13 @@ def timing_table(record: dict) -> list[str]:
         "median round:",
         "",
     ]
-    classic = record.get("classic", {})
     timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
     rows = []
     for i, shape in enumerate(record["shapes"]):
         for name in timed:
             rows.append(_row(shape, name, per_call_us(record, name, i), copy))
-        if "seconds" in classic:
-            rows.append(_row(shape, "unsloth classic*", per_call_us(classic, "unsloth_classic", i), copy))
     lines += md.table(TIMING_HEADER, rows, align="llrrr", widths=TIMING_WIDTHS)
     lines.append("")
-    if "seconds" in classic:
-        ratio = statistics.median(decision.round_ratios(classic, baseline="unsloth_classic"))
-        lines.append(f"* own process (UNSLOTH_BNB_TRITON=0), where nf4kernel was {ratio:.2f}x as fast")
-    elif classic:
-        lines.append(f"Unsloth's classic path was not measured: {md.line(classic.get('error'))}")
     return lines
 
 

@@ -8,8 +8,8 @@ A PR's commit runs only after someone with write access comments ``/gpu-approve 
 it while it is still the PR's head; ``trusted`` (and a PR's ``base``) is the default branch as the
 comment found it, ``candidate`` the commit judged. The rule and why: docs/gpu-approval.md.
 
-Standard library only: the hosted job runs this with the runner's own python3. GitHub is reached at
-``GITHUB_API_URL`` with ``GH_TOKEN``, as every step of a workflow can.
+GitHub is reached at ``GITHUB_API_URL`` with ``GH_TOKEN``, as every step of a workflow can; standard
+library only (docs/harness-code.md).
 
 Exit 0: approved (``approve``) or the status posted (``report``). Exit 1: nothing runs, for the
 reason given on the ``::error::`` line and in the job summary (``approve``), or the status could not

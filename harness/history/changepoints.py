@@ -6,8 +6,8 @@ which passed its own PR check, opens one GitHub issue per GPU machine; a recover
 Each series (one benchmark, parameter combination and GPU machine, its latest line) over main's
 first-parent commits is judged by asv's own step fit and regression decision (``changepoint_rule.py``):
 a level above the best earlier one by more than the larger of 3% and 4 times the series' noise, held
-for 2 commits and reached at 2 stores in a row. Measured by ``python -m studies.changepoint_power``:
-16 of 1000 null histories of 16 commits called something. The rule and why: docs/performance-history.md.
+for 2 commits and reached at 2 stores in a row. The rule, why, and its measured false alarms:
+docs/performance-history.md.
 
 Exit codes (check): 0 the issues agree with the verdict (or, with --dry-run, what would be done was
 printed), regression or not; 1 GitHub refused or could not be reached; 2 bad arguments or input (no

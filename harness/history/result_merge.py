@@ -7,10 +7,8 @@ measured nothing, else the newer ``started_at`` wins (equal: the copy already th
 a file's own fields and, with ``suite="newest"``, benchmarks.json come from the copy holding the
 newest measurement. A run's store (``run=RunOnly(...)``: its upload ran the merged kernel's code)
 takes only the result files of the commits its trusted caller names and replaces nothing stored.
-Every choice is one line. The rules and why: docs/performance-history.md, "The store's guarantees".
-
-Standard library only: the hosted job that writes the ``asv-results`` branch runs it with the
-runner's bare Python.
+Every choice is one line. The rules and why: docs/performance-history.md, "The store's guarantees";
+why standard library only: docs/harness-code.md.
 """
 
 from __future__ import annotations

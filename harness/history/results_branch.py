@@ -13,7 +13,7 @@ why: docs/performance-history.md, "The store's guarantees".
 
 URL defaults to ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN``, when set, is sent
 as the HTTP authorization (through git's environment, never on a command line). Standard library
-only: the hosted store job runs it with the runner's own Python.
+only (docs/harness-code.md).
 
 Exit 0: done (or nothing to do, or no branch yet to fetch). 2: bad input (no URL, neither --commit
 nor --unmeasured, a --commit that isn't a full hash, DIR holds no machine's results, a file that

@@ -101,7 +101,6 @@ DOCUMENTED = [
     Documented("python -m harness", 2, "regression"),  # the program's commands, listed
     Documented("python -m harness gate", 4, GATE_NO_GPU, also=(".nox/torch/bin/python -m harness gate",)),
     Documented("python -m harness gate --json gate.json", 4, GATE_NO_GPU),
-    Documented("python -m harness gate --aa --json aa.json", 4, GATE_NO_GPU),
     # ../pr-checkout: a clone of this checkout beside the working directory, as a PR's would be.
     Documented("python -m harness gate --kernel ../pr-checkout --json pr.json", 4, GATE_NO_GPU),
     Documented(".nox/torch/bin/python -m studies.sweep --json tiles.json", 4, NO_GPU),

@@ -118,7 +118,6 @@ def test_the_interval_covers_the_true_median_about_as_often_as_it_says():
         ([1.2, float("nan")], {}, "finite numbers"),
         ([1.2, "1.3"], {}, "finite numbers"),
         ([1.2, 1.3], {"level": 1.0}, "between 0 and 1"),
-        ([1.2, 1.3], {"size": 0}, "at least one value"),
     ],
 )
 def test_a_bootstrap_of_nothing_or_of_junk_is_refused_by_name(samples, kwargs, problem):

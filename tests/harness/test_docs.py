@@ -678,7 +678,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     text = (
         "# A page\n\nSee [the gate](speed-gate.md#the-decision-harnessgatedecisionpy), [gone](no-such.md),\n"
         '[no anchor](speed-gate.md#no-such-section), https://exa mple, and README, "No such heading".\n'
-        "`harness/gate/cli.py`, `harness/no_such.py`, `gpu.yml`, `no-such.yml` and `python -m harness gate --aa`.\n\n"
+        "`harness/gate/cli.py`, `harness/no_such.py`, `gpu.yml`, `no-such.yml` and `python -m harness gate -h`.\n\n"
         "```bash\npython3 -m nox --no-venv -s rehearse -- noop|slow  # or: python -m dev.rehearsal rehearse SCENARIO\n"
         "nox -s backfill -- main~10..main [--store] && export X=1\n```\n"
     )
@@ -701,7 +701,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     assert reference_problem("gpu.yml") is None and "no file of that name" in reference_problem("no-such.yml")
     assert NAMED_SECTION.search(text).groups() == ("README", "No such heading")
     assert "no-such-heading" not in anchors(ROOT / "README.md")
-    assert is_command("python -m harness gate --aa") and not is_command("nox") and not is_command("harness/gate/cli.py")
+    assert is_command("python -m harness gate -h") and not is_command("nox") and not is_command("harness/gate/cli.py")
     assert normalized("python3 -m nox --no-venv -s rehearse -- noop|slow") == [
         "nox -s rehearse -- noop",
         "nox -s rehearse -- slow",
@@ -709,7 +709,7 @@ def test_the_reader_finds_links_anchors_files_and_commands(tmp_path):
     assert normalized("nox -s backfill -- main~10..main [--store]") == ["nox -s backfill -- main~10..main --store"]
     assert normalized("export X=1") == []
     assert [c for _, c in commands(tmp_path / "page.md")] == [
-        "python -m harness gate --aa",
+        "python -m harness gate -h",
         "nox -s rehearse -- noop",
         "nox -s rehearse -- slow",
         "python -m dev.rehearsal rehearse SCENARIO",

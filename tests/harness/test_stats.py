@@ -152,7 +152,7 @@ def test_the_percentile_interval_takes_numpy_draws():
     assert stats.percentile_interval(np.arange(101.0), 0.9) == pytest.approx((5.0, 95.0))
 
 
-# --- The upper bound of a rate, the spread of ratios ---------------------------------------------
+# --- The upper bound of a rate ------------------------------------------------------------------------
 
 
 def test_the_upper_bound_of_a_rate():
@@ -167,10 +167,3 @@ def test_the_upper_bound_of_a_rate():
 def test_a_rate_of_no_trials_is_refused(seen, trials):
     with pytest.raises(ValueError, match="a rate"):
         stats.rate_upper_95(seen, trials)
-
-
-def test_the_spread_of_ratios():
-    found = stats.spread([0.98, 1.0, 1.03])
-    assert found == {"median": 1.0, "min": 0.98, "max": 1.03, "largest_deviation": pytest.approx(0.03)}
-    with pytest.raises(ValueError, match="at least one"):
-        stats.spread([])
