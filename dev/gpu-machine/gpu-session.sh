@@ -287,8 +287,9 @@ run_step() {
         fi
         (cd "$clone" && git checkout -q "$rev" 2>/dev/null || git checkout -q --detach "$rev")
         name="$rev-$item"; start=$SECONDS
-        (cd "$clone" && PYTHONPATH=$clone:/tmp/site python3 -m harness gate --no-classic --kernel "$ref" \
-          --json "/tmp/judged-runs/$name.json") > "/tmp/judged-runs/$name.log" 2>&1
+        # JUDGED_TIMEOUT_S (default 480): a candidate that never gets ready waits out the clock's 900 s set-up
+        (cd "$clone" && PYTHONPATH=$clone:/tmp/site timeout "${JUDGED_TIMEOUT_S:-480}" python3 -m harness gate --no-classic \
+          --kernel "$ref" --json "/tmp/judged-runs/$name.json") > "/tmp/judged-runs/$name.log" 2>&1
         code=$?
         echo "judged at $rev: $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)|candidate processes|kept a CUDA" "/tmp/judged-runs/$name.log" | tr "\n" " " | cut -c1-500)" \
           | tee -a "$OUT/judged-at.txt"

@@ -17,7 +17,7 @@ than the one in hand ends every candidate process first (``enter``), waits until
 process on the GPU but those that held a context before any candidate started (``contexts.py``),
 and starts a new process for the next; a trusted process (the baseline, the oracle) stays, frozen.
 Consecutive batches of one process share it, so the gate's alternating rounds start a candidate
-process every other round.
+process every other round; the exactness check has one of its own.
 
 What fails (an output not bit for bit the reference's, a call that failed, a call faster than its
 bytes allow, a GPU left busy, a candidate's context still on the GPU) ends the timing and is
@@ -288,22 +288,31 @@ class Session:
 
     def exactness(self, name: str) -> list[dict]:
         """Every weight once (the matrix and every copy of Challenge A's), each checked: the
-        correctness entries, one per weight, or the first failure's."""
+        correctness entries, one per weight, or the first failure's. A candidate's process that
+        ran them is ended after: every process timed is then alike, warmed on what it times alone
+        (the one that had run the matrix first read about 25% slower on an H200)."""
         entries = []
         weights = self.manifest["weights"]
-        for group, spec in enumerate(self.manifest["groups"]):
-            ids = members(self.manifest, group)
-            batch = plan.each_once(ids, spec["count"])
-            shape = "exactness matrix" if group >= len(self.manifest["copies"]) else group_label(self.manifest, group)
-            try:
-                self.run(name, batch, shape)
-            except Failed as failure:
-                return [*entries, failure.entry]
-            check = "bitsandbytes, in the reference process"
-            entries += [
-                {"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True} for w in ids
-            ]
-        return entries
+        try:
+            for group, spec in enumerate(self.manifest["groups"]):
+                ids = members(self.manifest, group)
+                batch = plan.each_once(ids, spec["count"])
+                matrix = group >= len(self.manifest["copies"])
+                shape = "exactness matrix" if matrix else group_label(self.manifest, group)
+                try:
+                    self.run(name, batch, shape)
+                except Failed as failure:
+                    return [*entries, failure.entry]
+                check = "bitsandbytes, in the reference process"
+                entries += [
+                    {"shape": shape, "weight": weights[w]["label"], "check": check, "ok": True, "exact": True}
+                    for w in ids
+                ]
+            return entries
+        finally:
+            if name not in self.trusted:
+                processes.end(self.impls[name])
+                self.current = None
 
 
 @contextlib.contextmanager

@@ -8,7 +8,8 @@ is one phase of each kernel, which goes first alternating from round to round: a
 batch per weight, in a process of that kernel's own, and every process of the other kernel is
 ended, and its contexts gone from the GPU, before it starts (``judge.Session.enter``): a kernel's
 queued work can't run while the other is timed. The kernel that ends a round opens the next in the
-same process, so a pass of R rounds starts R + 1 processes, and each process's level (one kept
+same process, so a pass of R rounds starts R + 1 processes (and one more per kernel for its
+exactness check, ended before any timing), and each process's level (one kept
 about 20% slower on one weight for a whole run in an A/A on an H200,
 benchmarks/results/regression-aa-h200) varies from round to round, where the interval sees it. A
 batch is ``CALLS`` calls of one weight, each synchronized (after the clock's untimed warm-up), and

@@ -190,7 +190,9 @@ def test_main_s_kernel_is_exact_on_the_matrix_and_times_every_batch(clocked):
     entries = session.exactness("honest")
     assert entries and all(e["ok"] and e["exact"] for e in entries)
     assert {e["shape"] for e in entries} == {"64x128 bfloat16", "exactness matrix"}
+    checked_all = session.impls["honest"]
     assert session.timed_batch("honest", 0) > 0
+    assert not checked_all.alive() and session.impls["honest"].alive()  # the timed process is another
     timed, checked = len(session.last_calls), session.last_checked
     assert timed == session.repeats * plan.LAYERS  # the warm-up's calls made, not timed
     # The checked calls among the timed ones, by their index there (here every call is checked;
