@@ -2,12 +2,12 @@
 # One device-machine session: unpack the offline bundle (bitsandbytes, unsloth, nox, asv for the
 # GPU image's Python 3.12), then run the steps named on the command line, logs under $OUT.
 #   bash dev/gpu-machine/gpu-session.sh env tests sweep perf gate
-#   bash dev/gpu-machine/gpu-session.sh aa gate10        # the noise floor, then ten gate runs (about 10 min on an H200)
+#   bash dev/gpu-machine/gpu-session.sh gate10           # ten gate runs (about 15 min on an H200)
 #   bash dev/gpu-machine/gpu-session.sh repo bench backfill:main~12..main regression results
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop     # gpu.yml for real (dev/rehearsal/rehearse.py), in a fresh clone
 #   bash dev/gpu-machine/gpu-session.sh env rehearse:noop:2   # the same with two runners at once, one GPU each
 #   bash dev/gpu-machine/gpu-session.sh repo 'rehearse:noop@0,1&' 'rehearse:hostile-timers@2&' 'aa-regression:5@3&' wait
-#   bash dev/gpu-machine/gpu-session.sh repo gaps@0 'clock:honest,honest-old@0'   # the clock's figure against the in-process one
+#   bash dev/gpu-machine/gpu-session.sh repo gaps@0 'clock:honest,released@0'   # where the clock's calls lose time; two verdicts
 #                                         # side by side on four GPUs, each on its GPU's share of the cores
 #   bash dev/gpu-machine/gpu-session.sh node-closed repo beside:4   # two GPUs: nvidia-smi with the other GPU's node closed; no-op regression runs beside a busy GPU
 #   bash dev/gpu-machine/gpu-session.sh repo gate-beside-tests gate-beside-tests:pinned   # two GPUs: the gate beside the test job, without and with each side on its own cores
@@ -45,7 +45,7 @@ on_gpu() {
   CUDA_VISIBLE_DEVICES=$gpu taskset -c "$cpus" "$@"
 }
 test_job() { python3 -m harness gpu-tests . -- -q -p no:cacheprovider; }
-gate_measure() { python3 -m harness gate --measure-only --no-classic --kernel HEAD --json "$1"; }
+gate_measure() { python3 -m harness gate --measure-only --kernel HEAD --json "$1"; }
 run_step() {
   local step=$1
   echo "=== $step"
@@ -211,39 +211,19 @@ run_step() {
       while kill -0 "$tests" 2>/dev/null; do n=$((n + 1)); gate_on_0 "beside-tests-$n"; done
       wait "$tests"; code=$?; echo "the test job on GPU 1: exit $code at $(date +%s)" | tee -a "$dir/summary.txt"
       gate_on_0 alone-2 ;;
-    sandbox-overhead:*)
-      # The sandbox's cost on the gate's measurement: N runs each way, alternating which goes first,
-      # in a fresh clone of the bundled main (plain: --no-sandbox). Both keep their compile caches
-      # between runs (plain: Triton's, under $TRITON_CACHE_DIR; sandboxed: the commit's own beneath it),
-      # so the first run of each is the cold one. Wall times in timings.txt, logs in one archive.
-      runs=${step#sandbox-overhead:}; clone=/tmp/overhead-$$
-      git clone -q -b main "$TREE/.gpu-bundle/repo.bundle" "$clone" || exit 1
-      mkdir -p /tmp/overhead-logs; git -C "$clone" rev-parse HEAD | tee "$OUT/commit.txt"
-      for i in $(seq 1 "$runs"); do
-        if [ $((i % 2)) = 1 ]; then modes="plain sandbox"; else modes="sandbox plain"; fi
-        for mode in $modes; do
-          flag=(); [ "$mode" = plain ] && flag=(--no-sandbox)
-          start=$(date +%s.%N)
-          (cd "$clone" && PYTHONPATH=/tmp/site python3 -m harness gate --measure-only --no-classic --kernel HEAD "${flag[@]}" \
-            --json "/tmp/overhead-logs/gate-$i-$mode.json") > "/tmp/overhead-logs/gate-$i-$mode.log" 2>&1
-          code=$?
-          echo "$i $mode $(python3 -c "print(f'{$(date +%s.%N) - $start:.1f}')") s exit $code $(grep -h "^nf4kernel vs Unsloth" "/tmp/overhead-logs/gate-$i-$mode.log" | head -n 1)" | tee -a "$OUT/timings.txt"
-        done
-      done
-      tar czf "$OUT/overhead-logs.tgz" -C /tmp overhead-logs ;;
     clock:*)
-      # The gate's verdict (python -m harness gate --no-classic --kernel REF) on scratch
+      # The gate's verdict (python -m harness gate --kernel REF) on scratch
       # commits over main, each planted with one attack of dev/rehearsal/attacks.py, in lanes of one
       # GPU each, beside each other: clock:LANE0/LANE1, a lane being items joined by commas, an item
-      # `honest` (main as it is) or an attack's name, `-old` after either to measure in the process
-      # that imports the kernel (--no-sandbox: the design before the trusted clock). After `repo`.
+      # `honest` (main as it is) or an attack's name. After `repo`. (judged-at: gives an older
+      # tree's verdict.)
       # Each run's record and log (gpuLANE-N-ITEM.*, N its place in the lane) come back in one
       # archive; verdicts.txt holds each exit and line.
       # clock:LANES@G: the lanes on GPUs G, G+1...
       spec=${step#clock:}; lane=0; case $spec in *@*) lane=${spec#*@}; spec=${spec%@*} ;; esac
       mkdir -p /tmp/clock-runs; base=$(git rev-parse main)
       for item in $(echo "$spec" | tr ',/' '  '); do
-        attack=${item%-old}; [ "$attack" = honest ] && continue
+        attack=$item; [ "$attack" = honest ] && continue
         git rev-parse -q --verify "scratch-$attack" > /dev/null && continue
         git checkout -q -B "scratch-$attack" "$base" && plant "$attack" \
           && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $attack" || exit 1
@@ -253,11 +233,10 @@ run_step() {
         (
           n=0
           for item in $(echo "$items" | tr ',' ' '); do
-            attack=${item%-old}; ref=main; [ "$attack" = honest ] || ref="scratch-$attack"
-            flag=(); [ "$attack" = "$item" ] || flag=(--no-sandbox)
+            attack=$item; ref=main; [ "$attack" = honest ] || ref="scratch-$attack"
             n=$((n + 1)); name="gpu$lane-$n-$item"  # an item may come twice in a lane: each run keeps its files
             start=$SECONDS
-            on_gpu "$lane" python3 -m harness gate --no-classic --kernel "$ref" "${flag[@]}" \
+            on_gpu "$lane" python3 -m harness gate --kernel "$ref" \
               --json "/tmp/clock-runs/$name.json" > "/tmp/clock-runs/$name.log" 2>&1
             code=$?
             echo "gpu $lane run $n $item exit $code in $((SECONDS - start)) s: $(grep -ahE "^(PASS|FAIL|nf4kernel vs Unsloth)" "/tmp/clock-runs/$name.log" | tr "\n" " " | cut -c1-400)" \
@@ -271,7 +250,8 @@ run_step() {
     judged-at:*)
       # The gate of another commit's harness on this tree's attacks: judged-at:REV:ITEM,ITEM... (an
       # item `honest` or an attack of dev/rehearsal/attacks.py), each planted on a scratch commit
-      # over REV and measured by REV's own `python3 -m harness gate --no-classic --kernel` in a
+      # over REV and measured by REV's own `python3 -m harness gate --no-classic --kernel` (the flag
+      # an older tree needs to skip its in-process path; today's gate ignores it) in a
       # clone at REV: the verdict an attack gets from that harness. After `repo`. Verdicts in
       # judged-at.txt, each run's record and log in the archive.
       spec=${step#judged-at:}; rev=${spec%%:*}; items=${spec#*:}
@@ -388,7 +368,7 @@ run_step() {
       } > "$OUT/gpu-state-probe.txt" 2>&1
       for i in 1 2 3 4 5 6 7 8 9 10; do
         start=$SECONDS
-        python3 -m harness gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        python3 -m harness gate --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $? in $((SECONDS - start)) s" | tee -a "$OUT/gate10.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^none of\|rounds were taken\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 40 ;;
@@ -397,22 +377,21 @@ run_step() {
       # 2x (every planned launch twice) must exit 1 (below the threshold); ~25% (one in two twice) may
       # clear it (a slowdown against the base is the regression check's). Patched in place with git
       # apply (no repository needed) and undone.
-      python3 -m harness gate --no-classic --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
+      python3 -m harness gate --json "$OUT/planted-base.json" > "$OUT/planted-base.log" 2>&1
       echo "unplanted base: exit $?" | tee "$OUT/planted.log"
       for plant in 2x 25pct; do
         git apply "dev/rehearsal/plants/$plant.patch" || exit 1
-        python3 -m harness gate --no-classic --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
+        python3 -m harness gate --json "$OUT/planted-$plant.json" > "$OUT/planted-$plant.log" 2>&1
         echo "planted $plant: exit $?" | tee -a "$OUT/planted.log"
         git apply -R "dev/rehearsal/plants/$plant.patch" || exit 1
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
-    aa) timed python3 -m harness gate --aa --rounds 15 --json "$OUT/aa.json" --summary "$OUT/aa.md" 2>&1 | tee "$OUT/aa.log" ;;
     sweep) python3 -m studies.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
     pdl) timed python3 tools/probes/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
     ceiling) timed python3 tools/probes/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)
       for i in 1 2 3; do
-        python3 -m harness gate --no-classic --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
+        python3 -m harness gate --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1
         echo "gate run $i exit $?" | tee -a "$OUT/gate3.log"
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/gate-*.log | tail -n 12 ;;

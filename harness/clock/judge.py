@@ -94,7 +94,8 @@ def candidate(kernel: kernel_source.Staged, extra: dict | None = None, sandboxed
     """How a candidate's call process starts: in bubblewrap's sandbox (the staged kernel and this
     checkout read-only, the kernel's commit's compile cache read-write, nothing of the job's, no
     network), the staged kernel first on its path and ``extra`` in its environment; plain without
-    ``sandboxed`` (``--no-sandbox``: a machine without bubblewrap; the workflows never pass it)."""
+    ``sandboxed`` (``--no-sandbox`` of gpu-tests and the regression check: a machine without
+    bubblewrap; the workflows never pass it)."""
     cache = sandbox.kernel_cache(kernel.commit)
     env = {"PYTHONPATH": kernel_source.python_path(kernel.path, ROOT), **sandbox.cache_env(cache), **(extra or {})}
     if not sandboxed:
