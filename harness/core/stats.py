@@ -73,25 +73,16 @@ def resample(rng: Random, n: int | Sequence[int], resamples: int) -> np.ndarray:
     return rng.integers(0, high, size=shape)
 
 
-def medians(
-    values: Sequence[float],
-    rng: Random,
-    resamples: int,
-    size: int | None = None,
-    statistic: Callable | None = None,
-) -> np.ndarray:
-    """``resamples`` medians of ``values`` resampled with replacement, ``size`` values a resample
-    (by default as many as there are; ``statistic`` in place of the median, called on each
-    resample as a list). One value and no ``size``: its medians are that value, and nothing is drawn."""
+def medians(values: Sequence[float], rng: Random, resamples: int, statistic: Callable | None = None) -> np.ndarray:
+    """``resamples`` medians of ``values`` resampled with replacement, as many values a resample as
+    there are (``statistic`` in place of the median, called on each resample as a list). One value:
+    its medians are that value, and nothing is drawn."""
     import numpy as np
 
     values = checked(values)
-    k = len(values) if size is None else size
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-        raise ValueError(f"a resample needs at least one value, not {size!r}")
-    if len(values) == 1 and size is None and statistic is None:
+    if len(values) == 1 and statistic is None:
         return np.full(resamples, values[0])
-    drawn = values[resample(rng, [len(values)] * k, resamples)]
+    drawn = values[resample(rng, len(values), resamples)]
     if statistic is None:
         return np.median(drawn, axis=1)
     return np.array([statistic(row.tolist()) for row in drawn], dtype=np.float64)
@@ -127,20 +118,6 @@ def percentile_interval(
     return float(ordered[math.floor(tail * len(ordered))]), float(
         ordered[max(math.ceil((1 - tail) * len(ordered)) - 1, 0)]
     )
-
-
-def bootstrap_interval(
-    values: Sequence[float],
-    rng: Random,
-    resamples: int,
-    level: float = CI_LEVEL,
-    size: int | None = None,
-    between_draws: bool = True,
-) -> tuple[float, float]:
-    """The percentile bootstrap interval of the median of ``values`` (``medians``, then
-    ``percentile_interval``)."""
-    checked_level(level)  # refused before anything is drawn
-    return percentile_interval(medians(values, rng, resamples, size), level, between_draws)
 
 
 def rate_upper_95(seen: int, trials: int) -> float:

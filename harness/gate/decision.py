@@ -77,7 +77,7 @@ def bootstrap_interval(
     stats.checked(samples)
     stats.checked_level(level)
     statistic = None if statistic is statistics.median else statistic  # the median: numpy's, the same values
-    draws = stats.medians(samples, stats.python_stream(seed), resamples, None, statistic)
+    draws = stats.medians(samples, stats.python_stream(seed), resamples, statistic)
     return stats.percentile_interval(draws, level, between_draws=False)
 
 

@@ -61,21 +61,26 @@ def test_a_resample_of_nothing_is_refused(n, resamples):
 # --- The bootstrap of a median -------------------------------------------------------------------
 
 
+def interval(values, rng, resamples, level=stats.CI_LEVEL, between_draws=True):
+    """The percentile bootstrap interval of a median, as the regression rule and the gate compose it."""
+    return stats.percentile_interval(stats.medians(values, rng, resamples), level, between_draws)
+
+
 def test_a_constant_sample_gives_a_zero_width_interval():
     for rng in (stats.generator(3), stats.python_stream(3)):
-        assert stats.bootstrap_interval([1.3] * 7, rng, 500) == (1.3, 1.3)
-    assert stats.bootstrap_interval([2.5], stats.generator(3), 500) == (2.5, 2.5)
+        assert interval([1.3] * 7, rng, 500) == (1.3, 1.3)
+    assert interval([2.5], stats.generator(3), 500) == (2.5, 2.5)
 
 
 @pytest.mark.parametrize("between_draws", [True, False])
 def test_the_interval_holds_the_median_within_the_samples(between_draws):
-    low, high = stats.bootstrap_interval(ROUNDS, stats.generator(0), 2000, between_draws=between_draws)
+    low, high = interval(ROUNDS, stats.generator(0), 2000, between_draws=between_draws)
     assert min(ROUNDS) <= low <= statistics.median(ROUNDS) <= high <= max(ROUNDS)
 
 
 def test_a_seeded_bootstrap_is_reproducible():
-    first = stats.bootstrap_interval(ROUNDS, stats.generator(21), 1000)
-    assert first == stats.bootstrap_interval(ROUNDS, stats.generator(21), 1000)
+    first = interval(ROUNDS, stats.generator(21), 1000)
+    assert first == interval(ROUNDS, stats.generator(21), 1000)
     assert (
         stats.medians(ROUNDS, stats.python_stream(10), 50) == stats.medians(ROUNDS, stats.python_stream(10), 50)
     ).all()
@@ -86,8 +91,6 @@ def test_the_medians_are_those_of_the_resamples():
     picks = stats.resample(stats.generator(5), len(values), 30)
     medians = stats.medians(values, stats.generator(5), 30)
     assert medians.tolist() == [statistics.median(values[i] for i in row) for row in picks]
-    singles = stats.resample(stats.generator(5), [len(values)], 30)
-    assert stats.medians(values, stats.generator(5), 30, size=1).tolist() == [values[i] for i in singles[:, 0]]
     assert stats.medians(values, stats.generator(5), 30, statistic=max).tolist() == [
         max(values[i] for i in row) for row in picks
     ]
@@ -104,28 +107,29 @@ def test_the_interval_narrows_with_more_values_and_widens_with_the_level():
     few = [rng.lognormvariate(0.25, 0.05) for _ in range(5)]
     many = few + [rng.lognormvariate(0.25, 0.05) for _ in range(40)]
     width = lambda interval: interval[1] - interval[0]  # noqa: E731
-    interval = lambda values, level=stats.CI_LEVEL: stats.bootstrap_interval(values, stats.generator(1), 2000, level)  # noqa: E731
-    assert width(interval(many)) < width(interval(few))
-    assert width(interval(many, 0.99)) >= width(interval(many, 0.8))
+    assert width(interval(many, stats.generator(1), 2000)) < width(interval(few, stats.generator(1), 2000))
+    assert width(interval(many, stats.generator(1), 2000, 0.99)) >= width(interval(many, stats.generator(1), 2000, 0.8))
 
 
 @pytest.mark.parametrize(
-    "values,kwargs,problem",
+    "values,problem",
     [
-        ([], {}, "at least one value"),
-        ([1.2, float("nan")], {}, "finite numbers"),
-        ([1.2, float("inf")], {}, "finite numbers"),
-        ([1.2, "1.3"], {}, "finite numbers"),
-        ([1.2, None], {}, "finite numbers"),
-        ([1.2, 1.3], {"level": 1.0}, "between 0 and 1"),
-        ([1.2, 1.3], {"level": 0}, "between 0 and 1"),
-        ([1.2, 1.3], {"level": float("nan")}, "between 0 and 1"),
-        ([1.2, 1.3], {"size": 0}, "at least one value"),
+        ([], "at least one value"),
+        ([1.2, float("nan")], "finite numbers"),
+        ([1.2, float("inf")], "finite numbers"),
+        ([1.2, "1.3"], "finite numbers"),
+        ([1.2, None], "finite numbers"),
     ],
 )
-def test_a_bootstrap_of_nothing_or_of_junk_is_refused_by_name(values, kwargs, problem):
+def test_a_bootstrap_of_nothing_or_of_junk_is_refused_by_name(values, problem):
     with pytest.raises(ValueError, match=problem):
-        stats.bootstrap_interval(values, stats.generator(1), 100, **kwargs)
+        stats.medians(values, stats.generator(1), 100)
+
+
+@pytest.mark.parametrize("level", [1.0, 0, float("nan"), True])
+def test_a_level_that_is_no_confidence_level_is_refused(level):
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        stats.percentile_interval([1.2, 1.3], level)
 
 
 # --- The percentile interval ---------------------------------------------------------------------
