@@ -107,13 +107,6 @@ def _others(entries: list[tuple[str, str, str, str]]) -> list[str]:
     ]
 
 
-def not_python(commit: str, repo: Path = ROOT) -> list[str]:
-    """The paths under ``commit``'s ``nf4kernel/`` that are not a regular ``*.py`` file, in git's
-    order: what ``extract`` refuses to stage. An ``nf4kernel`` that is itself a file is left out
-    here: that commit has no package at all, and ``extract`` says so."""
-    return _others(_listing(commit, repo))
-
-
 def _unsafe(path: str) -> bool:
     """A path git itself would not check out: an empty, ``.``, ``..`` or ``.git`` part. git makes no
     such tree, but a crafted commit can hold one (a fetch does not check by default), and written

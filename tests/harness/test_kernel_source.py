@@ -133,7 +133,6 @@ def test_the_typed_marker_is_allowed_and_never_staged(tmp_path):
     commit = package_commit(tmp_path / "repo", files)
     into = kernel_source.extract(commit, tmp_path / "staged", repo=tmp_path / "repo")
     assert staged_files(into) == ["nf4kernel/__init__.py"]
-    assert kernel_source.not_python(commit, repo=tmp_path / "repo") == []
 
 
 def archived(commit: str, path: str, repo: Path) -> bytes | None:
@@ -217,8 +216,8 @@ def test_an_nf4kernel_that_is_a_file_is_no_package_rather_than_not_python(tmp_pa
         kernel_source.extract(commit, tmp_path / "staged", repo=tmp_path / "repo")
 
 
-def test_this_repositorys_own_kernel_is_py_files_alone():
-    assert kernel_source.not_python("HEAD") == []
+def test_this_repositorys_own_kernel_is_py_files_alone(tmp_path):
+    assert staged_files(kernel_source.extract("HEAD", tmp_path / "staged"))
 
 
 def test_the_gate_refuses_a_kernel_with_a_compiled_file_in_one_line(checkouts):
