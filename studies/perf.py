@@ -27,6 +27,7 @@ import torch
 from harness.core import workload
 from harness.core.command_output import Parser, check_output, plain_streams
 from harness.gate import decision
+from studies import utils
 
 
 def main(argv=None) -> int:
@@ -38,16 +39,16 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         parser.error(f"--rounds must be at least 1, not {args.rounds}")
     check_output(parser, "--json", args.json)
-    workload.exit_without_gpu("perf")
+    utils.exit_without_gpu("perf")
 
     impls = {"nf4kernel": workload.implementation("nf4kernel"), "unsloth": workload.implementation("unsloth")}
-    report = {"device": workload.device_name(), "torch": torch.__version__, "unsloth": workload.unsloth_version()}
+    report = {"device": workload.device_name(), "torch": torch.__version__, "unsloth": utils.unsloth_version()}
     import triton
 
     report["triton"] = triton.__version__
 
     mlps = workload.challenge_a()
-    times = workload.interleaved_rounds(impls, mlps, args.rounds, progress=print)
+    times = utils.interleaved_rounds(impls, mlps, args.rounds, progress=print)
     ratios = decision.round_ratios({"seconds": times})
     report["challenge_a"] = {
         "rounds": args.rounds,
@@ -85,7 +86,7 @@ def main(argv=None) -> int:
     small = workload.build_mlp(1024, 4096, torch.bfloat16, seed=0).layers[0]  # up: 4096 x 1024
     report["host"] = {"shape": list(small.weight.quant_state.shape)}
     for name, fn in impls.items():
-        per_call = statistics.median(workload.host_time(lambda fn=fn: fn(small)) for _ in range(5))
+        per_call = statistics.median(utils.host_time(lambda fn=fn: fn(small)) for _ in range(5))
         report["host"][name] = {"us": per_call * 1e6}
         print(f"host cost 4096x1024 {name:9s}: {per_call * 1e6:6.2f} us/call")
 

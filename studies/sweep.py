@@ -32,6 +32,7 @@ from harness.core.command_output import Parser, check_output, plain_streams
 from nf4kernel import kernel as K
 from nf4kernel import launch_cache
 from nf4kernel.quant_state import read
+from studies import utils
 
 SHAPES = ((14336, 4096, torch.bfloat16), (4096, 1024, torch.bfloat16), (8192, 2048, torch.float16))
 WARPS = (1, 2, 4, 8)
@@ -104,7 +105,7 @@ def main(argv=None) -> int:
     if not all(1 <= iters <= 64 for iters in args.iters):
         parser.error(f"--iters: tiles per program are 1 to 64, not {' '.join(map(str, args.iters))}")
     check_output(parser, "--json", args.json)
-    workload.exit_without_gpu("sweep")
+    utils.exit_without_gpu("sweep")
     copy_bw = workload.copy_bandwidth()
     print(f"device: {workload.device_name()}   copy bandwidth: {copy_bw / 1e9:.0f} GB/s")
     results = []

@@ -11,8 +11,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from harness.core import exits
-
 if TYPE_CHECKING:
     import torch
 
@@ -43,14 +41,6 @@ SUITE_CALLS = 100  # calls per implementation per round
 SUITE_WARMUP = 3  # calls per implementation before the rounds
 
 IMPLEMENTATIONS = ("nf4kernel", "bitsandbytes", "unsloth")
-
-
-@dataclass(frozen=True)
-class Weights:
-    """Layers timed together: each timing calls an implementation on each of them in turn."""
-
-    label: str
-    layers: tuple  # Linear4bit modules
 
 
 @dataclass
@@ -128,12 +118,6 @@ def implementation(name: str) -> Callable:
     raise ValueError(f"unknown implementation {name!r}; known: {', '.join(IMPLEMENTATIONS)}")
 
 
-def unsloth_version() -> str:
-    from importlib.metadata import version
-
-    return version("unsloth")
-
-
 # --- Timing ---------------------------------------------------------------------------------------
 
 
@@ -151,60 +135,22 @@ def time_calls(fn: Callable, layers: Sequence, calls: int) -> float:
     return time.perf_counter() - start
 
 
-def interleaved_rounds(
-    impls: dict, workloads: Sequence, rounds: int, calls: int = ROUNDS_PER_TIMING, warmup: int = 2, progress=None
-) -> dict:
-    """times[name][round][workload] in seconds: warm_up, then ``rounds`` x one_round. A workload is
-    anything with ``layers`` (an ``Mlp4bit``, ``Weights``)."""
-    times = {name: [] for name in impls}
-    warm_up(impls, workloads, warmup)
-    for r in range(rounds):
-        for name, seconds in one_round(impls, workloads, r, calls).items():
-            times[name].append(seconds)
-        if progress is not None:
-            progress(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {sum(times[n][r]):.3f} s" for n in impls))
-    return times
-
-
-def warm_up(impls: dict, workloads: Sequence, calls: int = 2) -> None:
-    """Compile and plan outside the timed rounds, as the puzzle does."""
-    for fn in impls.values():
-        for workload in workloads:
-            time_calls(fn, workload.layers, calls)
-
-
-def one_round(impls: dict, workloads: Sequence, index: int, calls: int = ROUNDS_PER_TIMING) -> dict:
-    """{name: [seconds per workload]} for round ``index``: every implementation over every workload,
-    the order reversed every other round so drift (clocks, heat) hits them alike. A caller that adds
-    rounds later passes the next index, so the alternation carries on."""
-    order = list(impls) if index % 2 == 0 else list(reversed(impls))
-    times = {name: [0.0] * len(workloads) for name in impls}
-    for name in order:
-        for i, workload in enumerate(workloads):
-            times[name][i] = time_calls(impls[name], workload.layers, calls)
-    return times
-
-
 def synchronized_per_call(impls: dict, layer, rounds: int = SUITE_ROUNDS) -> dict:
     """Per-call seconds with ``torch.cuda.synchronize()`` after every call (Challenge A's loop) on one
     weight: host cost, launch latency and kernel together. ``{name: [seconds per call, one per round]}``."""
-    one = Weights("one weight", (layer,))
-    times = interleaved_rounds(impls, [one], rounds, SUITE_CALLS, warmup=SUITE_WARMUP)
-    return {name: [r[0] / SUITE_CALLS for r in per_round] for name, per_round in times.items()}
-
-
-def kernel_samples(fn: Callable) -> list[float]:
-    """Every call's GPU time in seconds, cold L2: ``triton.testing.do_bench`` zeroes a 256 MB buffer
-    before every call and times each call with CUDA events. The weight streams from HBM, as it does
-    when a model's layers take turns. (The zeroing also leaves the host ahead of the GPU, so the
-    events time the kernel, not the launch.)"""
-    import triton.testing
-
-    return [ms / 1e3 for ms in triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="all")]
+    for fn in impls.values():  # compiling and planning outside the timed rounds, as the puzzle does
+        time_calls(fn, (layer,), SUITE_WARMUP)
+    times = {name: [] for name in impls}
+    for r in range(rounds):  # the order reversed every other round, so drift (clocks, heat) hits all alike
+        for name in list(impls) if r % 2 == 0 else list(reversed(impls)):
+            times[name].append(time_calls(impls[name], (layer,), SUITE_CALLS) / SUITE_CALLS)
+    return times
 
 
 def kernel_seconds(fn: Callable) -> float:
-    """The median of ``kernel_samples``' calls, in seconds (``do_bench``'s own median)."""
+    """A call's GPU time in seconds, cold L2 (``triton.testing.do_bench``'s median): do_bench zeroes a
+    256 MB buffer before every call, so the weight streams from HBM, as it does when a model's layers
+    take turns, and the host runs ahead of the GPU, so the events time the kernel, not the launch."""
     import triton.testing
 
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
@@ -224,22 +170,6 @@ def event_time(fn: Callable, repeats: int, warmup: int = 5) -> float:
     end.record()
     end.synchronize()
     return start.elapsed_time(end) / 1e3 / repeats
-
-
-def host_time(fn: Callable, calls: int = 500, warmup: int = 20) -> float:
-    """Seconds of host time per call, back to back: the GPU queue absorbs the launches, so the wall
-    time of the calls (not synchronized) is what the host spends issuing them."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    elapsed = time.perf_counter() - start
-    torch.cuda.synchronize()
-    return elapsed / calls
 
 
 def bytes_moved(layer) -> int:
@@ -292,15 +222,6 @@ def require_gpu(what: str) -> None:
 
     if not torch.cuda.is_available():
         raise NoGpu(f"{what}: no CUDA GPU here: it times the kernel on a GPU; nothing to measure")
-
-
-def exit_without_gpu(what: str) -> None:
-    """A command's form of ``require_gpu``: one line and exit 4."""
-    try:
-        require_gpu(what)
-    except NoGpu as error:
-        print(f"{error} (exit {exits.NO_GPU})")
-        raise SystemExit(exits.NO_GPU) from None
 
 
 def device_name() -> str:

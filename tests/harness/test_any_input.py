@@ -546,12 +546,12 @@ def test_act_ci_given_any_arguments_answers_with_an_exit_code(no_job_run, argv):
 def no_gpu_here(monkeypatch):
     """sweep and perf measure for minutes on a GPU: here they see none, after checking their
     arguments, and exit 4 as on a machine without one."""
-    from harness.core import workload
+    from studies import utils
 
     def exit_without_gpu(what):
         raise SystemExit(4)
 
-    monkeypatch.setattr(workload, "exit_without_gpu", exit_without_gpu)
+    monkeypatch.setattr(utils, "exit_without_gpu", exit_without_gpu)
 
 
 @HUNDRED

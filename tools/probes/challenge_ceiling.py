@@ -4,7 +4,7 @@ python tools/probes/challenge_ceiling.py [--rounds 7]
 
 Challenge A synchronizes after every call, so each call costs host work + launch latency + kernel +
 synchronize, and only the host work before the launch is ours to cut. This script times, in the
-gate's interleaved rounds (``workload.interleaved_rounds``), beside ``nf4kernel.dequantize`` and
+gate's interleaved rounds (``utils.interleaved_rounds``), beside ``nf4kernel.dequantize`` and
 Unsloth's ``fast_dequantize``, three implementations that are *not* products, only floors:
 
 * ``bare``: the planned kernel with no check at all: allocate the output and call Triton's C
@@ -31,6 +31,7 @@ import torch
 import nf4kernel
 from harness.core import workload
 from nf4kernel import launch_cache
+from studies import utils
 
 
 def bare_impl(layers) -> callable:
@@ -125,7 +126,7 @@ def main(argv=None) -> int:
                 raise SystemExit(f"{name} is not bit-identical to nf4kernel on {tuple(expected.shape)}")
     print(f"device: {workload.device_name()}; all {len(impls)} implementations bit-identical on {len(layers)} weights")
 
-    times = workload.interleaved_rounds(impls, mlps, args.rounds, progress=print)
+    times = utils.interleaved_rounds(impls, mlps, args.rounds, progress=print)
     calls = 3 * workload.ROUNDS_PER_TIMING
     print(f"\nmicroseconds per synchronized call, median of {args.rounds} rounds")
     print(f"{'':12s}" + "".join(f"{mlp.label:>22s}" for mlp in mlps) + f"{'ratio over unsloth':>26s}")
