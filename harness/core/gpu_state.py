@@ -16,42 +16,21 @@ import os
 import subprocess
 from importlib import metadata
 
-# NVML's clocks-event ("throttle") reasons: bit -> (name, the pynvml constants that hold it, newest
-# spelling first). Newer NVML (and nvidia-ml-py) call them nvmlClocksEventReason*, older releases
-# nvmlClocksThrottleReason*; the bits themselves have not changed since R340, so they are the
-# fallback where a pynvml has neither spelling. The names are nvidia-smi's (clocks_event_reasons.*).
-REASONS = (
-    (0x1, "gpu_idle", ("nvmlClocksEventReasonGpuIdle", "nvmlClocksThrottleReasonGpuIdle")),
-    (
-        0x2,
-        "applications_clocks_setting",
-        ("nvmlClocksEventReasonApplicationsClocksSetting", "nvmlClocksThrottleReasonApplicationsClocksSetting"),
-    ),
-    (0x4, "sw_power_cap", ("nvmlClocksEventReasonSwPowerCap", "nvmlClocksThrottleReasonSwPowerCap")),
-    (0x8, "hw_slowdown", ("nvmlClocksEventReasonHwSlowdown", "nvmlClocksThrottleReasonHwSlowdown")),
-    (0x10, "sync_boost", ("nvmlClocksEventReasonSyncBoost", "nvmlClocksThrottleReasonSyncBoost")),
-    (
-        0x20,
-        "sw_thermal_slowdown",
-        ("nvmlClocksEventReasonSwThermalSlowdown", "nvmlClocksThrottleReasonSwThermalSlowdown"),
-    ),
-    (
-        0x40,
-        "hw_thermal_slowdown",
-        ("nvmlClocksEventReasonHwThermalSlowdown", "nvmlClocksThrottleReasonHwThermalSlowdown"),
-    ),
-    (
-        0x80,
-        "hw_power_brake_slowdown",
-        ("nvmlClocksEventReasonHwPowerBrakeSlowdown", "nvmlClocksThrottleReasonHwPowerBrakeSlowdown"),
-    ),
-    (
-        0x100,
-        "display_clock_setting",
-        ("nvmlClocksEventReasonDisplayClockSetting", "nvmlClocksThrottleReasonDisplayClockSetting"),
-    ),
-    (1 << 63, "unknown", ("nvmlClocksThrottleReasonUnknown",)),  # R340's "some other factor"
-)
+# NVML's clocks-event ("throttle") reason bits, unchanged since R340, under nvidia-smi's names
+# (clocks_event_reasons.*); newer NVML spells the constants nvmlClocksEventReason*, older
+# nvmlClocksThrottleReason*, with the same values, so the table needs neither.
+REASONS = {
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
+    1 << 63: "unknown",  # R340's "some other factor"
+}
 
 # The reasons that are not a slowdown of a running kernel, so they never mark a round:
 # - gpu_idle: nothing was running; the "before" snapshot is taken between rounds, when it is normal.
@@ -61,7 +40,7 @@ NOT_SLOWDOWNS = frozenset({"gpu_idle", "applications_clocks_setting", "display_c
 # Everything else is: the power cap (clocks lowered to stay under the power limit), hardware and
 # software thermal slowdowns, the power brake, sync boost (held down to the slowest GPU of a group),
 # R340's "unknown", and any bit this table does not know (named "bit_0x...") until someone looks.
-SLOWDOWNS = frozenset(name for _, name, _ in REASONS) - NOT_SLOWDOWNS
+SLOWDOWNS = frozenset(REASONS.values()) - NOT_SLOWDOWNS
 
 NVIDIA_SMI_TIMEOUT_S = 30
 # nvidia-smi's field names, in the order of the snapshot's keys. Newer drivers name the throttle
@@ -71,26 +50,13 @@ SMI_REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.act
 STATE_KEYS = ("sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w", "power_limit_w")
 
 
-def reason_bits(pynvml=None) -> list[tuple[int, str]]:
-    """(bit, name) for every known reason, the bit from pynvml's constant where it has one."""
-    table = []
-    for fallback, name, constants in REASONS:
-        bit = next((getattr(pynvml, c) for c in constants if pynvml is not None and hasattr(pynvml, c)), fallback)
-        table.append((int(bit), name))
-    return table
-
-
-def decode_reasons(mask: int, pynvml=None) -> list[str]:
+def decode_reasons(mask: int) -> list[str]:
     """NVML's reason bitmask as names; bits no table knows come out as ``bit_0x...`` so that a new
     driver's reason is recorded, not dropped. 0 (NVML's "none": clocks as high as they go) is []."""
     if isinstance(mask, bool) or not isinstance(mask, int) or mask < 0:
         raise ValueError(f"a clocks-event reason mask is a non-negative int, not {mask!r}")
-    names, known = [], 0
-    for bit, name in reason_bits(pynvml):
-        known |= bit
-        if mask & bit:
-            names.append(name)
-    rest = mask & ~known
+    names = [name for bit, name in REASONS.items() if mask & bit]
+    rest = mask & ~sum(REASONS)
     names += [f"bit_{1 << i:#x}" for i in range(rest.bit_length()) if rest >> i & 1]
     return names
 
@@ -193,7 +159,7 @@ def nvml_snapshot(pynvml, device: int | str = 0) -> dict:
     finally:
         pynvml.nvmlShutdown()
     state["throttle_mask"] = mask
-    state["throttle_reasons"] = None if mask is None else decode_reasons(int(mask), pynvml)
+    state["throttle_reasons"] = None if mask is None else decode_reasons(int(mask))
     state["source"] = "nvml"
     return state
 

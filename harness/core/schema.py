@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from harness.core.gpu_state import STATE_KEYS
+
 # A timing outside this range is no measurement of this kernel on any GPU (the gate's per-round
 # totals are tenths of a second, the regression check's calls microseconds; the interpreter's
 # milliseconds): refused, which also keeps every ratio and logarithm the rules take finite.
 SECONDS_RANGE = (1e-9, 1e5)
 SHOWN_CHARS = 60  # how much of a wrong value the error line quotes
-STATE_NUMBERS = ("sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w", "power_limit_w")
 COMMIT_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # git's SHA-1 and SHA-256 object names
 
 
@@ -210,7 +211,7 @@ def gpu_state(value: Any, where: Where) -> dict:
         a_string(value["unavailable"], where.key("unavailable"))
         return value
     required(value, "source", where, a_string)
-    for key in STATE_NUMBERS:
+    for key in STATE_KEYS:
         optional(value, key, where, a_number_or_null)
     if value.get("throttle_mask") is not None:
         an_int(value["throttle_mask"], where.key("throttle_mask"), minimum=0)
