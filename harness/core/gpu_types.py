@@ -1,6 +1,6 @@
-"""The GPU types the GPU checks run on, and each type's verdict thresholds: ``.github/gpu-types.toml``,
-the one file the workflows and the gate read. Standard library only: the workflows' hosted jobs read
-it with the runner image's Python, before anything is installed.
+"""The GPU types the GPU checks run on, and each type's gate threshold, as the workflows ask for them
+(read and checked by ``policy.py``, the one reader of ``.github/gpu-types.toml``), and the file a
+rehearsal writes for its own GPUs. Standard library only, as ``policy.py``.
 
     python -m harness gpu-types pull-requests     # ["h100", "h200"]: gpu.yml's matrix
     python -m harness gpu-types history           # the types history.yml measures
@@ -12,73 +12,12 @@ Exit 0; 2 with one line where the file is missing or wrong, or the type is not i
 from __future__ import annotations
 
 import json
-import math
-import re
-from dataclasses import dataclass, replace
+from dataclasses import fields, replace
 from pathlib import Path
 
-from harness.core import command_output, policy
-
-FILE = policy.FILE
-NAME = re.compile(r"[a-z][a-z0-9]*\Z")  # a matrix value and part of a runner label, artifact and group name
-FIELDS = {
-    "device": str,
-    "compute_capability": str,
-    "gate_threshold": float,
-    "measured": bool,
-    "pull_requests": bool,
-    "history": bool,
-}
-
-
-@dataclass(frozen=True)
-class GpuType:
-    name: str
-    device: str  # a substring of torch.cuda.get_device_name() on this type
-    compute_capability: str  # "9.0"
-    gate_threshold: float
-    measured: bool  # whether gate_threshold comes from runs on this type
-    pull_requests: bool
-    history: bool
-
-    @property
-    def runner(self) -> str:
-        """The label a job asks for: on actions-runner-controller the runner scale set's name, which
-        must be the only label (ARC matches no other), so the workflows spell it ``gpu-<type>``."""
-        return f"gpu-{self.name}"
-
-    def runs(self, device_name: str) -> bool:
-        """Whether a GPU named ``device_name`` (as torch names it) is of this type."""
-        return self.device.lower() in device_name.lower()
-
-
-def load(path: Path = FILE) -> dict[str, GpuType]:
-    """Every type in the file, by name. ValueError, naming the file and the entry, where it can't be
-    read or an entry is missing a field, has one of the wrong kind, or an unknown one."""
-    data = {name: entry for name, entry in policy.read(path).items() if name != "policy"}  # policy.py's
-    if not data:
-        raise ValueError(f"{path}: no GPU types")
-    types = {}
-    for name, entry in data.items():
-        where = f"{path}: [{name}]"
-        if not NAME.match(name) or not isinstance(entry, dict):
-            raise ValueError(f"{where}: a type is a table named in lower-case letters and digits")
-        missing, unknown = sorted(set(FIELDS) - set(entry)), sorted(set(entry) - set(FIELDS))
-        if missing or unknown:
-            raise ValueError(
-                f"{where}: "
-                + "; ".join(f"{what} {names}" for what, names in (("missing", missing), ("unknown", unknown)) if names)
-            )
-        for field, kind in FIELDS.items():
-            value = entry[field]
-            if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = entry[field] = float(value)
-            if not isinstance(value, kind) or (kind is str and not value.strip()):
-                raise ValueError(f"{where}: {field} must be a {kind.__name__}, not {value!r}")
-        if not math.isfinite(entry["gate_threshold"]) or entry["gate_threshold"] <= 0:
-            raise ValueError(f"{where}: gate_threshold is a finite speed-up above 0, not {entry['gate_threshold']!r}")
-        types[name] = GpuType(name=name, **entry)
-    return types
+from harness.core import command_output
+from harness.core.policy import FILE, GpuType
+from harness.core.policy import gpu_types as load
 
 
 def dump(types: dict[str, GpuType], policy_tables: dict | None = None) -> str:
@@ -87,7 +26,7 @@ def dump(types: dict[str, GpuType], policy_tables: dict | None = None) -> str:
     lines = []
     for gpu in types.values():
         lines.append(f"[{gpu.name}]")
-        for field in FIELDS:
+        for field in (f.name for f in fields(GpuType) if f.name != "name"):
             value = getattr(gpu, field)
             lines.append(f"{field} = {str(value).lower() if isinstance(value, bool) else json.dumps(value)}")
         lines.append("")

@@ -1,9 +1,10 @@
-"""The verdicts' policy: ``.github/gpu-types.toml``, the one reviewed file that holds every threshold,
-minimum change, round count, resample count and seed the gate and the regression check decide by
-(``[policy.gate]``, ``[policy.regression]``, the trusted clock's checks, ``[policy.clock]``, and the
-history's change points, ``[policy.changepoints]``) beside each GPU type's threshold (``gpu_types.py``).
-This module is the one that reads it. Standard library only: the workflows' hosted jobs read the GPU
-types with the runner image's Python, before anything is installed.
+"""The one reader of ``.github/gpu-types.toml``, the reviewed file of the verdicts' policy: the GPU
+types the checks run on, each with its gate threshold (``gpu_types()``; the command the workflows run
+is ``gpu_types.py``), and every threshold, minimum change, round count, resample count and seed the
+gate, the regression check, the trusted clock's checks and the history's change points decide by
+(``[policy.gate]``, ``[policy.regression]``, ``[policy.clock]``, ``[policy.changepoints]``). Standard
+library only: the workflows' hosted jobs read the GPU types with the runner image's Python, before
+anything is installed.
 
 The trusted checkout's file decides a PR's verdict: a PR that edits its own copy changes nothing of
 it (the rehearsal's ``self-pass`` scenario). A file that can't be read, or a field missing, unknown
@@ -12,6 +13,8 @@ or of the wrong kind, is a ValueError naming the file and the field.
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -19,6 +22,34 @@ from pathlib import Path
 from harness.core.paths import ROOT
 
 FILE = ROOT / ".github" / "gpu-types.toml"
+NAME = re.compile(r"[a-z][a-z0-9]*\Z")  # a matrix value and part of a runner label, artifact and group name
+KINDS = {  # what a field's annotation admits, and how a refusal says it
+    "float": (lambda v: isinstance(v, float) and math.isfinite(v) and v > 0, "a finite number above 0"),
+    "int": (lambda v: type(v) is int and v >= 0, "a whole number"),
+    "bool": (lambda v: isinstance(v, bool), "true or false"),
+    "str": (lambda v: isinstance(v, str) and bool(v.strip()), "a nonempty string"),
+}
+
+
+@dataclass(frozen=True)
+class GpuType:
+    name: str
+    device: str  # a substring of torch.cuda.get_device_name() on this type
+    compute_capability: str  # "9.0"
+    gate_threshold: float  # the least median speed-up over Unsloth the gate passes on this type
+    measured: bool  # whether gate_threshold comes from runs on this type
+    pull_requests: bool
+    history: bool
+
+    @property
+    def runner(self) -> str:
+        """The label a job asks for: on actions-runner-controller the runner scale set's name, which
+        must be the only label (ARC matches no other), so the workflows spell it ``gpu-<type>``."""
+        return f"gpu-{self.name}"
+
+    def runs(self, device_name: str) -> bool:
+        """Whether a GPU named ``device_name`` (as torch names it) is of this type."""
+        return self.device.lower() in device_name.lower()
 
 
 @dataclass(frozen=True)
@@ -66,28 +97,46 @@ def read(path: Path = FILE) -> dict:
         raise ValueError(f"{path}: {error}") from None
 
 
-def _section(kind, name: str, path: Path):
-    tables = read(path).get("policy")
-    found = tables.get(name) if isinstance(tables, dict) else None
-    where = f"{path}: [policy.{name}]"
-    if not isinstance(found, dict):
-        raise ValueError(f"{where}: missing")
-    wanted = {f.name: f.type for f in fields(kind)}
+def _checked(kind, found: dict, where: str, **given):
+    """``kind`` made of the table ``found``; ValueError naming ``where`` and the field where one is
+    missing, unknown or not of its annotated kind (an int is taken where a float is asked for)."""
+    wanted = {f.name: f.type for f in fields(kind) if f.name not in given}
     missing, unknown = sorted(set(wanted) - set(found)), sorted(set(found) - set(wanted))
     if missing or unknown:
         said = [f"{what} {names}" for what, names in (("missing", missing), ("unknown", unknown)) if names]
         raise ValueError(f"{where}: " + "; ".join(said))
-    values = {}
+    values = dict(given)
     for field, typed in wanted.items():
         value = found[field]
         if typed == "float" and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
-        if typed == "float" and not (isinstance(value, float) and value > 0):
-            raise ValueError(f"{where}: {field} = {value!r} is not a number above 0")
-        if typed == "int" and not (type(value) is int and value >= 0):
-            raise ValueError(f"{where}: {field} = {value!r} is not a whole number")
+        admits, what = KINDS[typed]
+        if not admits(value):
+            raise ValueError(f"{where}: {field} = {value!r} is not {what}")
         values[field] = value
     return kind(**values)
+
+
+def gpu_types(path: Path = FILE) -> dict[str, GpuType]:
+    """Every GPU type in the file (every table but ``[policy]``), by name."""
+    types = {}
+    for name, entry in read(path).items():
+        if name == "policy":
+            continue
+        if not NAME.match(name) or not isinstance(entry, dict):
+            raise ValueError(f"{path}: [{name}]: a type is a table named in lower-case letters and digits")
+        types[name] = _checked(GpuType, entry, f"{path}: [{name}]", name=name)
+    if not types:
+        raise ValueError(f"{path}: no GPU types")
+    return types
+
+
+def _section(kind, name: str, path: Path):
+    tables = read(path).get("policy")
+    found = tables.get(name) if isinstance(tables, dict) else None
+    if not isinstance(found, dict):
+        raise ValueError(f"{path}: [policy.{name}]: missing")
+    return _checked(kind, found, f"{path}: [policy.{name}]")
 
 
 def gate(path: Path = FILE) -> Gate:

@@ -69,17 +69,17 @@ def test_a_measured_threshold_follows_from_the_recorded_runs(name):
         (
             "[a]\ndevice='A'\ncompute_capability='8.0'\ngate_threshold='1.2'\nmeasured=true\npull_requests=true\n"
             "history=true\n",
-            "gate_threshold must be a float",
+            "gate_threshold = '1.2' is not a finite number above 0",
         ),
         (
             "[a]\ndevice='A'\ncompute_capability='8.0'\ngate_threshold=nan\nmeasured=true\npull_requests=true\n"
             "history=true\n",
-            "finite speed-up",
+            "gate_threshold = nan is not a finite number above 0",
         ),
         (
             "[a]\ndevice=''\ncompute_capability='8.0'\ngate_threshold=1.2\nmeasured=true\npull_requests=1\n"
             "history=true\n",
-            "device must be a str",
+            "device = '' is not a nonempty string",
         ),
     ],
 )
