@@ -4,18 +4,12 @@
                            [--json gate.json] [--summary summary.md] [--measure-only]
     python -m harness gate --replay gate.json [--threshold 1.3]   # re-decide recorded timings
 
-``--kernel SOURCE`` (a commit or a checkout's path; default ``HEAD``) is the committed ``nf4kernel/``
-measured, staged alone (``kernel_source.py``) and timed by the trusted clock (``sandboxed.py``).
-``--measure-only`` writes the record and exits on the measurement alone (0 measured, 3, 4, 5), for
-a later ``--replay`` in a process where the kernel never ran. The threshold is ``--threshold``, else
-the ``--gpu-type``'s in ``.github/gpu-types.toml``, else the policy's. What it measures and how it
+What ``--kernel``, ``--measure-only`` and the threshold's sources mean, what it measures and how it
 decides (``decision.py``): docs/speed-gate.md.
 
-Exit 0 pass, 1 too slow (below the threshold), 2 bad arguments or input (a threshold that is no
-finite speed-up; a kernel source that names no commit or holds what can't be staged; a record that
-is missing or breaks its schema (``records.py``), is of another commit than ``--expect-kernel`` or,
-with ``--gpu-type``, of another GPU; a --json or --summary that can't be written), said in one line,
-3 incorrect, 4 no CUDA GPU, 5 no Unsloth.
+Exit 0 pass, 1 too slow, 2 bad arguments or input (said in one line: a record that breaks its schema,
+is of another kernel or GPU, a kernel that can't be staged, an output that can't be written),
+3 incorrect, 4 no CUDA GPU, 5 no Unsloth (``--measure-only``: 0 measured, 3, 4, 5).
 """
 
 from __future__ import annotations

@@ -4,19 +4,13 @@
     python -m harness approval report --sha SHA --tests R --gate R --regression R   # job `report`
     python -m harness approval main --sha SHA --tests R --gate R --regression R     # job `on-main`
 
-A PR's commit runs only after someone with write access comments ``/gpu-approve <full hash>`` naming
-it while it is still the PR's head; ``trusted`` (and a PR's ``base``) is the default branch as the
-comment found it, ``candidate`` the commit judged. The rule and why: docs/gpu-approval.md.
+A PR's commit runs only after a ``/gpu-approve <full hash>`` comment by someone with write access
+while it is the PR's head (the rule and why: docs/gpu-approval.md). GitHub is reached at
+``GITHUB_API_URL`` with ``GH_TOKEN``; standard library only (docs/harness-code.md).
 
-GitHub is reached at ``GITHUB_API_URL`` with ``GH_TOKEN``, as every step of a workflow can; standard
-library only (docs/harness-code.md).
-
-Exit 0: approved (``approve``) or the status posted (``report``). Exit 1: nothing runs, for the
-reason given on the ``::error::`` line and in the job summary (``approve``), or the status could not
-be posted (``report``). Exit 2: bad arguments or environment (a --sha that is no full commit hash, a
-GitHub variable unset, an event file that is no JSON object), said in one line. Whatever GitHub
-answers (an error, a page that is not JSON, JSON without the fields asked for) is a refusal with its
-reason, never a traceback.
+Exit 0 approved, or the status posted; 1 nothing runs (the reason on the ``::error::`` line and in the
+job summary), or the status could not be posted; 2 bad arguments or environment, said in one line.
+Whatever GitHub answers is a refusal with its reason, never a traceback.
 """
 
 from __future__ import annotations

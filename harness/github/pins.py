@@ -2,20 +2,12 @@
 
     python -m harness pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
 
-The package indexes are asked, nothing is downloaded: for each Python of a ``setup-python`` step of
-ci.yml (matrix expanded) and each ``name==version`` of requirements/*.txt, some index must list a
-wheel the hosted Ubuntu runner accepts for that Python. ci.yml and the requirements files are read
-by ``pin_inputs.py``, the indexes asked by ``package_index.py``; this module matches the wheels to
-the legs, and is the command. How it reads them, as pip does, and why not pip: docs/harness-code.md.
+The package indexes are asked, nothing downloaded; ci.yml and requirements/*.txt are read by
+``pin_inputs.py``, the indexes asked by ``package_index.py``, and this module matches wheels to legs.
+How, and why not pip: docs/harness-code.md.
 
-Exit 3: undecided. No index of some requirements file answered (offline, say), so its pins were
-checked against nothing: the file is named ``UNCHECKED``, and the last line says how many files were
-left undecided; a pin found missing elsewhere still exits 1. A check that checked nothing never
-passes.
-
-Exit 2: bad input, said in one line naming the file and where in it: a requirements line that is no
-requirement, a ci.yml it can't read its Pythons from (a python-version that is a YAML number, an
-expression other than ``${{ matrix.<key> }}``, a matrix it can't expand).
+Exit 3 undecided: no index of some requirements file answered, so the file is named ``UNCHECKED``
+(a pin found missing elsewhere still exits 1). Exit 2 bad input, one line naming the file and where.
 """
 
 from __future__ import annotations

@@ -5,19 +5,14 @@
     python -m harness regression --replay R [--summary PATH]          # decide from a record (no GPU)
     python -m harness regression BASE HEAD --device cpu               # the CPU smoke run: no verdict
 
-BASE and HEAD are each a commit of this repository or the path of another checkout; each commit's
-nf4kernel alone (``kernel_source.py``) is measured by *this* checkout's trusted clock
-(``clocked.py``) and judged by *this* checkout's rule (``rule.py``) and limits (``--min-change``,
-``--min-group-change``), never a record's. How it measures and decides: docs/performance-history.md.
+BASE and HEAD are each a commit or another checkout's path; each kernel alone is measured by this
+checkout's trusted clock (``clocked.py``) and judged by this checkout's rule (``rule.py``) and limits,
+never a record's. How it measures and decides: docs/performance-history.md.
 
-Exit 0: nothing slower (or ``--device cpu``/``--measure-only``: no verdict asked). Exit 1: something
-got slower (named in the table and on the last lines). Exit 2: bad arguments (BASE or HEAD with no
-nf4kernel package, a --record or --summary with no folder to go in), or a record that breaks its
-schema (``records.py``) or can't support a verdict (a pass of fewer than two rounds, which carries no
-round-to-round noise; suspects never re-measured: it fails closed), said in one line. Exit 3: a
-kernel's output differs from bitsandbytes'. Exit 4: no CUDA GPU here. A measurement that failed on a
-kernel (3, or 2 where a kernel's process never got ready) writes ``--record`` all the same, saying
-what failed, and ``--replay`` reports it, in the summary too, with the same exit code.
+Exit 0 nothing slower (or no verdict asked), 1 something slower (named), 2 bad arguments or a record
+that breaks its schema or can't support a verdict (it fails closed), said in one line, 3 a kernel's
+output differs from bitsandbytes', 4 no CUDA GPU. A failed measurement (3, or 2 where a kernel's
+process never got ready) is written to ``--record`` all the same, and ``--replay`` exits with its code.
 """
 
 from __future__ import annotations
