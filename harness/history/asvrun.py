@@ -56,13 +56,14 @@ def load_config(config: str) -> dict:
     relative paths start there too); ConfigError where it is none."""
     from asv.util import UserError, load_json
 
-    path = ROOT / config
     try:
-        conf = load_json(str(path), js_comments=True)
+        conf = load_json(str(ROOT / config), js_comments=True)
     except (OSError, ValueError, UserError) as error:  # json5 says what it can't parse as a ValueError
-        raise ConfigError(f"{path}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
-    if not isinstance(conf, dict) or not isinstance(conf.setdefault("results_dir", "results"), str):  # asv's default
-        raise ConfigError(f"{path}: no asv configuration here: not a JSON object with a path results_dir")
+        raise ConfigError(f"{config}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
+    paths = ("results_dir", "html_dir")
+    if not isinstance(conf, dict) or not all(isinstance(conf.get(key, ""), str) for key in paths):
+        raise ConfigError(f"{config}: no asv configuration here: not a JSON object with paths {' and '.join(paths)}")
+    conf.setdefault("results_dir", "results")  # asv's default
     return conf
 
 

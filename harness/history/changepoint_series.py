@@ -6,7 +6,6 @@ history holds that can't be judged is counted, and input that can't be read is `
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 import subprocess
@@ -15,6 +14,8 @@ from pathlib import Path
 from statistics import median
 
 from harness.core.paths import ROOT
+from harness.core.schema import RecordError
+from harness.history import result_merge
 from harness.history.changepoint_rule import Found, find, lower_is_better
 
 # Tracked, never gated (docs/performance-history.md): the synchronized time moves with the host's load.
@@ -84,15 +85,10 @@ def first_parent(rev: str, repo: Path = ROOT) -> list[str]:
 
 
 def gpu_machines(results_dir: Path) -> list[str]:
-    names = []
-    for info in sorted(Path(results_dir).glob("*/machine.json")):
-        try:
-            gpu = json.loads(info.read_text()).get("gpu", "none")
-        except (OSError, ValueError, AttributeError) as error:
-            raise BadInput(f"{info} is not a machine description: {error}") from None
-        if gpu != "none":
-            names.append(info.parent.name)
-    return names
+    try:
+        return result_merge.gpu_machines(results_dir)
+    except RecordError as error:  # a machine.json that isn't asv's
+        raise BadInput(str(error)) from None
 
 
 def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series], dict]:

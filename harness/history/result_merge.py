@@ -171,6 +171,11 @@ def is_gpu_machine(machine_dir: Path) -> bool:
     return read_machine(Path(machine_dir) / MACHINE_FILE).get("gpu", "none") not in ("none", "")
 
 
+def gpu_machines(root: Path) -> list[str]:
+    """The machine folders of a store whose machine.json names a GPU; RecordError for one that isn't asv's."""
+    return [name for name in machines_in(Path(root)) if is_gpu_machine(Path(root) / name)]
+
+
 def _describe(machine_info: dict) -> str:
     return str(machine_info.get("toolchain") or f"driver {machine_info.get('driver', 'unknown')}")
 
