@@ -30,8 +30,7 @@ def called_set(regressions: list[Regression]) -> str:
 
 def body(machine: str, regressions: list[Regression], head: str, compare_url: str = "") -> str:
     """The issue's text: the first bad commit's range, then every series called and its own range.
-    ``regressions`` come in main's order of their ranges (``verdicts``): the first is the first bad.
-    The machine's name and a series' label are the asv results' (``md.text``, ``md.code``)."""
+    ``regressions`` come in main's order of their ranges (``verdicts``): the first is the first bad."""
     first = regressions[0]
     span = f"{first.good[:12]}...{first.full[:12]}"
     link = f" ([compare]({compare_url}{first.good}...{first.full}))" if compare_url else ""
@@ -66,8 +65,7 @@ def body(machine: str, regressions: list[Regression], head: str, compare_url: st
 
 
 def marker(machine: str) -> str:
-    """The marker's opening; escaped, the machine's name can't end the comment (``-->``), and a
-    machine's name (a slug: letters, digits, dots and dashes) is as it always was."""
+    """The marker's opening; escaped, the machine's name can't end the comment (``-->``)."""
     return MARKER.format(machine=md.text(machine))
 
 

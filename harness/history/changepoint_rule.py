@@ -1,8 +1,7 @@
-"""The change-point rule on one series of figures, lower is better, oldest first: asv's own
-piecewise-constant fit (``asv.step_detect.solve_potts_approx``) and asv's own decision on it
-(``detect_regressions``), with the series' own limit and the persistence that keeps one slow run from
-opening or closing an issue. Pure: no files, no git, no GitHub. The rule in words, why this fit, and
-its measured false alarms and power: ``harness/history/changepoints.py``'s docstring (``--help``)."""
+"""The change-point rule on one series, lower is better, oldest first: asv's own piecewise-constant fit
+(``solve_potts_approx``) and decision (``detect_regressions``), with the series' own limit and the
+persistence that keeps one slow run from opening or closing an issue. Pure: no files, git or GitHub.
+The rule in words, why this fit, its false alarms and power: docs/performance-history.md."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from statistics import median
 
 from harness.core import policy
 
-# The policy (.github/gpu-types.toml's [policy.changepoints], harness/core/policy.py).
 POLICY = policy.changepoints()
 FLOOR = POLICY.floor  # the smallest change called, relative to the earlier level
 NOISE_FACTOR = POLICY.noise_factor  # times the series' mean change from one commit to the next: beyond noise
