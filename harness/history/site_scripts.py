@@ -23,107 +23,20 @@ ASV_SCRIPTS = {
     "summarylist.js": "sha384-ZTbG+GVlnhSQK/p8G5/m2Jw7qv+gdDDzD6dv/mP6AOEP8+CxD946eyhdrrShQxKl",
 }
 ASV_CHECKED = "0.6.6"
-# (script, asv's lines, ours): asv's found once each, whatever their indentation; ours take the first's.
-TEXT_AS_TEXT = [
-    # Tag names, over the graph.
-    (
-        "graphdisplay.js",
-        """
-        graph_div.append(
-            "<div style='position:absolute;" +
-                "left:" + p.left + "px;" +
-                "top: -2ex;" +
-                "color:#666;background:white;padding-left:0.25em;font-size:smaller;'>" + tag + "</div>");
-        """,
-        """
-        graph_div.append($(
-            "<div style='position:absolute;" +
-                "left:" + p.left + "px;" +
-                "top: -2ex;" +
-                "color:#666;background:white;padding-left:0.25em;font-size:smaller;'></div>").text(tag));
-        """,
-    ),
-    # machine.json's fields in a machine button's tooltip, a "key: value" line each (the <br/>
-    # between them stays markup), on the graph page and on the benchmark list.
-    *[
-        (
-            script,
-            "details.push(key + ': ' + val);",
-            "details.push($('<span/>').text(key + ': ' + val).html());",
-        )
-        for script in ("graphdisplay.js", "summarylist.js")
-    ],
-    # The benchmark tree: a group's name, a benchmark's name (or pretty_name), its code's tooltip.
-    (
-        "graphdisplay.js",
-        """
-        var top = $(
-            '<li class="dropdown">' +
-                '<label class="nav-header"><b class="caret-right"/> ' + parts[j] +
-                '</label><ul class="nav nav-list tree" style="display: none;"/></li>');
-        """,
-        """
-        var top = $(
-            '<li class="dropdown">' +
-                '<label class="nav-header"><b class="caret-right"/></label>' +
-                '<ul class="nav nav-list tree" style="display: none;"/></li>');
-        top.children('label').append(document.createTextNode(' ' + parts[j]));
-        """,
-    ),
-    (
-        "graphdisplay.js",
-        """var top = $('<li><a href="#' + bm_name + '">' + name + '</li>');""",
-        """var top = $('<li/>').append($('<a/>').attr('href', '#' + bm_name).text(name));""",
-    ),
-    ("graphdisplay.js", "title: bm.code,\nhtml: true,", "title: bm.code,\nhtml: false,"),
-    # A point's tooltip: its value in the benchmark's unit, and the commit.
-    ("graphdisplay.js", "title: contents,\nhtml: true,", "title: contents,\nhtml: false,"),
-    # Every panel's heading: "machine", a parameter's name (a result's or a benchmark's).
-    (
-        "asv_ui.js",
-        """
-        var panel_header = $(
-            '<div class="panel-heading">' + heading + '</div>');
-        """,
-        """var panel_header = $('<div class="panel-heading"/>').text(heading);""",
-    ),
-    # The grid: a group's name, a benchmark's name, pretty_name and code.
-    (
-        "summarygrid.js",
-        """
-        var container = $(
-            '<a class="btn benchmark-container" href="#' + bm.name +
-            '"/>');
-        var plot_div = $(
-            '<div id="summarygrid-' + bm.name + '" class="benchmark-plot"/>');
-        """,
-        """
-        var container = $('<a class="btn benchmark-container"/>').attr('href', '#' + bm.name);
-        var plot_div = $('<div class="benchmark-plot"/>').attr('id', 'summarygrid-' + bm.name);
-        """,
-    ),
-    (
-        "summarygrid.js",
-        """
-        var name = $('<div class="benchmark-text">' + display_name + '</div>');
-        name.tooltip({
-            title: bm.name,
-            html: true,
-        """,
-        """
-        var name = $('<div class="benchmark-text"/>').text(display_name);
-        name.tooltip({
-            title: bm.name,
-            html: false,
-        """,
-    ),
-    ("summarygrid.js", "title: bm.code,\nhtml: true,", "title: bm.code,\nhtml: false,"),
-    (
-        "summarygrid.js",
-        "group_container.append($('<h1>' + group + '</h1>'));",
-        "group_container.append($('<h1/>').text(group));",
-    ),
-]
+
+
+def _table(text: str) -> list[tuple[str, str, str]]:
+    """(script, asv's lines, ours) per ``@@ script`` entry of ``site_assets/text-as-text.txt``."""
+    entries = []
+    for entry in text.split("\n@@ ")[1:]:
+        script, lines = entry.split("\n", 1)
+        asvs, ours = lines.split("\n=>\n")
+        entries.append((script, asvs, ours))
+    return entries
+
+
+# Where asv's scripts build markup from a name, and what the site runs instead.
+TEXT_AS_TEXT = _table((Path(__file__).resolve().parent / "site_assets" / "text-as-text.txt").read_text())
 
 
 def check_asv_scripts(directory: Path) -> dict[str, str]:
@@ -137,7 +50,7 @@ def check_asv_scripts(directory: Path) -> dict[str, str]:
             raise ValueError(
                 f"{name} is not asv {ASV_CHECKED}'s (or was changed already): where it inserts tag, branch, "
                 "machine and benchmark names as markup was read on that one's; read this one's "
-                "(harness/history/site_scripts.py, TEXT_AS_TEXT)"
+                "(harness/history/site_assets/text-as-text.txt)"
             )
     return texts
 
