@@ -1,6 +1,5 @@
-"""The GitHub issue the change-point check keeps for each GPU machine: its text (the first bad commit's
-range, every series called), found again by its marker or its title, and opened, updated (a comment
-only when what is called changed) or closed to agree with the verdict."""
+"""The GitHub issue the change-point check keeps for each GPU machine: its text, found again by its
+marker or title, opened, updated (a comment only when what is called changed) or closed."""
 
 from __future__ import annotations
 
@@ -22,8 +21,7 @@ def human(value: float, unit: str, higher_is_better: bool) -> str:
 
 
 def called_set(regressions: list[Regression]) -> str:
-    """What is called, in a few characters: the issue's marker keeps it, so a store that calls the
-    same series over the same ranges edits the issue without a comment (no notification)."""
+    """What is called, in a few characters, kept in the marker: the same calls edit without a comment."""
     text = "\n".join(sorted(f"{r.series.label} {r.good} {r.full}" for r in regressions))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

@@ -1,7 +1,6 @@
-"""Main's performance history as the series the change-point rule judges: per GPU machine, one series
-per benchmark and parameter combination, on the line (toolchain, python) of the machine's latest run,
-over main's first-parent commits in order; and the rule's verdict on each (``verdicts``). What the
-history holds that can't be judged is counted, and input that can't be read is ``BadInput``."""
+"""Main's history as the series the change-point rule judges (per GPU machine, benchmark and parameter
+combination, on the machine's latest line, over main's first-parent commits), and the verdict on
+each (``verdicts``). What can't be judged is counted; input that can't be read is ``BadInput``."""
 
 from __future__ import annotations
 

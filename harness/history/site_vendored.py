@@ -64,7 +64,7 @@ def vendor(update: bool = False) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
         print(f"site: {name}@{package['version']} {found[:20]}... ok")
-    for entry in (e for e in pins["files"] if e["package"] is None):  # our own files: no registry to ask
+    for entry in (e for e in pins["files"] if e["package"] is None):  # ours: no registry to ask
         found = sri((ASSETS / entry["local"]).read_bytes())
         if not update and found != entry["sri"]:
             raise ValueError(f"{entry['local']} differs from its pinned hash (`vendor --update` records a change)")
