@@ -1,12 +1,7 @@
-"""An asv plugin (``"plugins"`` in asv.conf.json): this Python, under a name that does not depend on
-where it lives.
-
-asv's own ``--python=same`` environment is named after the interpreter's path
-(``existing-py_tmp_clone_.nox_bench_bin_python``) and records that path as the result's ``python``,
-which asv treats as a graph parameter: the same machine benchmarking from another clone, another
-runner work directory or another nox venv starts a new series, and the graphs fall apart into
-one-point lines. Here the name is ``existing-py<X.Y>`` and ``python`` is ``X.Y``, wherever the
-interpreter is. The harness selects it with ``-E stable-existing:same``.
+"""An asv plugin (``"plugins"`` in asv.conf.json): this Python as ``existing-py<X.Y>``, its results'
+``python`` ``X.Y``, wherever the interpreter lives (``-E stable-existing:same``). asv's own
+``--python=same`` names the environment and the graph parameter after the interpreter's path, so
+another clone or venv started a new series of one-point lines.
 """
 
 from __future__ import annotations

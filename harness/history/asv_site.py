@@ -1,10 +1,9 @@
 """An asv plugin (``"plugins"`` in asv.conf.json): a plain ``asv publish`` builds the harness's site.
 
-It seeds the results with the committed GPU history (``store.seed``), lets asv publish a copy of
-them with the GPU machines alone (``site.gpu_results``), then leaves off the benchmarks with no
-result, inserts names as text (``site_scripts.text_as_text``) and points the pages at the vendored
-libraries under a Content-Security-Policy (``site_pages.make_self_contained``), in the html_dir asv
-was given. Without it asv's pages load their scripts from CDNs and graph the CPU machine too.
+It wraps ``Publish.run``: the results seeded with the committed GPU history, asv's publish of a copy
+holding the GPU machines alone, then the benchmarks without a result left off, names inserted as
+text and the pages made self-contained. Without it asv's pages load CDNs and graph the CPU machine
+too. What it relies on of asv 0.6.6: docs/performance-history.md, "How the site is built".
 """
 
 from __future__ import annotations
@@ -14,16 +13,6 @@ import tempfile
 from importlib.metadata import version
 from pathlib import Path
 
-# Every handle of asv's that this module relies on, checked on asv 0.6.6 (requirements/harness.txt):
-# - asv.commands.publish.Publish.run, a classmethod run(conf, range_spec=None, pull=True) that writes
-#   the site into conf.html_dir from the results in conf.results_dir; every way of publishing calls
-#   it (``asv publish`` after applying ``-o``, the gh-pages plugin), so it is the one place to wrap;
-# - a plugin module's setup(), which asv's plugin manager calls once it has imported the module;
-# - asv.util.UserError, which asv reports as one line, exiting 1;
-# - asv.console.log.flush(), which ends the line asv's log leaves open (its docstring: "Needs to be
-#   called before printing to stdout via other means, after using Log");
-# - asv's www/ folder in its package, the pages and scripts Publish.run copies into the site, whose
-#   scripts site_scripts.text_as_text changes (checked against asv 0.6.6's bytes before anything is written).
 import asv
 from asv.commands.publish import Publish
 from asv.console import log
@@ -37,19 +26,13 @@ _WRAPPED = "_nf4kernel_site"  # marks the wrapper, so that a second setup() does
 
 
 def setup() -> None:
-    """asv's plugin hook: ``Publish.run`` becomes the harness's whole publish. An asv whose
-    ``Publish.run`` is not the one checked publishes nothing: it fails saying so."""
+    """asv's plugin hook. An asv whose ``Publish.run`` is not the one checked publishes nothing."""
     current = Publish.__dict__.get("run")
     asvs_run = getattr(current, "__func__", None)
     if getattr(asvs_run, _WRAPPED, False):
         return
-    Publish.run = classmethod(_publishing_with(asvs_run) if _is_the_checked_run(current) else _refuse)
-
-
-def _is_the_checked_run(run) -> bool:
-    if not isinstance(run, classmethod):
-        return False
-    return list(inspect.signature(run.__func__).parameters) == CHECKED_PARAMETERS
+    checked = isinstance(current, classmethod) and list(inspect.signature(asvs_run).parameters) == CHECKED_PARAMETERS
+    Publish.run = classmethod(_publishing_with(asvs_run) if checked else _refuse)
 
 
 def _refuse(cls, *args, **kwargs):
@@ -84,13 +67,6 @@ def _publishing_with(asvs_run):
     return run
 
 
-def _say(line: str) -> None:
-    """A line of the plugin's own, on a line of its own: asv's log leaves its last message ("Writing
-    index") open for progress dots until the next one, so end that line first (asv's ``log.flush``)."""
-    log.flush()
-    print(line, flush=True)
-
-
 def _check_assets() -> None:
     try:
         site_vendored.check_assets()
@@ -106,3 +82,8 @@ def _finish(html_dir: Path) -> None:
         site_pages.make_self_contained(html_dir)
     except ValueError as error:
         raise UserError(f"site: {error}") from None
+
+
+def _say(line: str) -> None:
+    log.flush()  # asv's log leaves its last line open for progress dots: end it first
+    print(line, flush=True)

@@ -1,11 +1,6 @@
-"""Running asv the one way the harness runs it, for this commit or another one.
-
-* Suites: which benchmarks a run selects, and which baselines its measuring process imports.
-* ``run``: ``asv run`` in this Python for one commit, under the machine's GPU name and the stable
-  environment name (``asv_env.py``), with that commit's nf4kernel (staged alone by
-  ``kernel_source.py``) first on the benchmark processes' path: one ruler (this checkout's
-  ``benchmarks/``), any kernel.
-"""
+"""Running asv the one way the harness runs it: ``asv run`` in this Python for one commit, under the
+machine's GPU name and the stable environment name (``asv_env.py``), that commit's nf4kernel first on
+the benchmark processes' path: one ruler (this checkout's ``benchmarks/``), any kernel; the suites."""
 
 from __future__ import annotations
 
@@ -56,13 +51,14 @@ def load_config(config: str) -> dict:
     relative paths start there too); ConfigError where it is none."""
     from asv.util import UserError, load_json
 
-    path = ROOT / config
     try:
-        conf = load_json(str(path), js_comments=True)
+        conf = load_json(str(ROOT / config), js_comments=True)
     except (OSError, ValueError, UserError) as error:  # json5 says what it can't parse as a ValueError
-        raise ConfigError(f"{path}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
-    if not isinstance(conf, dict) or not isinstance(conf.setdefault("results_dir", "results"), str):  # asv's default
-        raise ConfigError(f"{path}: no asv configuration here: not a JSON object with a path results_dir")
+        raise ConfigError(f"{config}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
+    paths = ("results_dir", "html_dir")
+    if not isinstance(conf, dict) or not all(isinstance(conf.get(key, ""), str) for key in paths):
+        raise ConfigError(f"{config}: no asv configuration here: not a JSON object with paths {' and '.join(paths)}")
+    conf.setdefault("results_dir", "results")  # asv's default
     return conf
 
 
@@ -72,31 +68,26 @@ def results_dir(config: str = "asv.conf.json") -> Path:
 
 
 def asv_env(*front: str) -> dict:
-    """asv drops PYTHONPATH from its benchmark processes and uses ASV_PYTHONPATH instead: carry it
-    over (``front`` first), so a package found through PYTHONPATH (an offline bundle, a worktree) is
-    found there too."""
+    """PYTHONPATH as ASV_PYTHONPATH, ``front`` first: asv's benchmark processes read that one instead."""
     paths = [*front, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     return {**os.environ, "ASV_PYTHONPATH": os.pathsep.join(paths)} if paths else dict(os.environ)
 
 
-def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None, check: bool = True) -> int:
+def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None) -> int:
     """``python -m asv ARGS --config CONFIG`` from the repository's root (asv.conf.json's paths and its
     plugin are relative to it). Returns asv's exit code: 2 from ``run`` means a benchmark failed."""
     command = [sys.executable, "-m", "asv", *args, "--config", str(config)]
     print("+ python", " ".join(command[1:]), flush=True)  # this Python: the one running the harness
     done = subprocess.run(command, cwd=ROOT, env=env if env is not None else asv_env(), check=False)
-    if check and done.returncode not in (0, 2):
+    if done.returncode not in (0, 2):
         raise subprocess.CalledProcessError(done.returncode, command)
     return done.returncode
 
 
 def run(commit: str, suite: str, info: dict, config: str, source: str | None = None, quick: bool = False) -> int:
-    """``asv run`` of ``suite`` for ``commit`` (results stored under that hash). nf4kernel comes from
-    ``source`` (a folder holding that commit's nf4kernel alone) when given, else from this checkout:
-    asv's benchmark processes start elsewhere, and on a runner nothing installs the package (only the
-    rehearsal on a GPU showed it: ``ModuleNotFoundError: No module named 'nf4kernel'``). ``info`` is
-    the machine's description (``machine.register``); its machine.json is rewritten whole after asv
-    wrote the parameters alone there."""
+    """``asv run`` of ``suite`` for ``commit`` (results stored under that hash), nf4kernel from ``source``
+    (that commit's alone) or this checkout: asv's benchmark processes start elsewhere, and on a runner
+    nothing installs it. ``info`` (``machine.register``) is then written whole as machine.json."""
     chosen = SUITES[suite]
     ensure_branches(config)
     # This checkout behind the kernel: the suite measures through harness/core (staged alone, a
@@ -113,9 +104,8 @@ def run(commit: str, suite: str, info: dict, config: str, source: str | None = N
 
 
 def ensure_branches(config: str) -> None:
-    """asv refuses to run ("Unknown branch main in configuration") where a branch its configuration
-    names is not a local branch of its repository, as in a checkout of one commit (the workflows check
-    out a PR's base by its hash). Such a branch is made at HEAD: the commit being run is on it."""
+    """Each branch the configuration names made at HEAD where it is no local branch (a workflow's
+    checkout of one commit): asv refuses to run otherwise ("Unknown branch main in configuration")."""
     conf = load_config(config)
     repo = ROOT / conf.get("repo", ".")
     for branch in conf.get("branches", []):

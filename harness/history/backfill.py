@@ -3,12 +3,11 @@
     python -m harness backfill RANGE [--suite nf4kernel-only] [--store] [--force]
     python -m harness backfill --missing [--limit N] [--list [--machine NAME]] [--suite gpu] [RANGE]
 
-RANGE's first-parent commits (``main~10..main``) are measured oldest first by *this* checkout's
-ruler, each commit's ``nf4kernel/`` alone (``kernel_source.py``); one whose kernel can't be imported
-is skipped, saying why. ``--missing`` picks the commits of RANGE (default ``HEAD``) with no result on
-this machine yet, newest first, at most ``--limit`` (3) a run: the nightly job's, for commits whose
-merge run GitHub cancelled. ``--list`` names them and measures nothing. ``--store`` merges the
-results into benchmarks/history/. Which commits count as missing: docs/performance-history.md.
+RANGE's first-parent commits are measured oldest first by *this* checkout's ruler, each commit's
+``nf4kernel/`` alone; one whose kernel can't be imported is skipped, saying why. ``--missing`` picks
+the commits of RANGE (default ``HEAD``) with no result on this machine yet, newest first, at most
+``--limit`` a run (the nightly job's); ``--list`` names them and measures nothing. Which commits
+count as missing: docs/performance-history.md, "Earlier commits".
 
 Exit 0 done (or nothing missing); 1 ``--store`` found nothing of this machine to store, or a file
 that isn't asv's; 2 no such range, no commit in it, arguments that don't go together, or an asv
@@ -27,8 +26,7 @@ from harness.core import command_output, exits, kernel_source
 from harness.core.git import GitError
 from harness.history import asvrun, machine, store
 
-# Imports nf4kernel as the benchmark processes will (the staged folder first on the path) and checks
-# that it came from there and has the call the ruler uses.
+# nf4kernel imported as the benchmark processes will: from the staged folder, with the ruler's call.
 _PROBE = (
     "import os, sys, nf4kernel; "
     "where = os.path.realpath(nf4kernel.__file__); "
@@ -106,9 +104,9 @@ def main(argv=None) -> int:
         print(f"backfill: no commits in {spec!r}", file=sys.stderr)
         return 2
     bench = asvrun.SUITES[args.suite].bench
+    if (results := results_dir(args.config)) is None:
+        return 2
     if args.missing and args.list:
-        if (results := results_dir(args.config)) is None:
-            return 2
         store.seed(results)
         chosen = missing_commits(commits, results, args.machine or machine.describe()["machine"], bench, args.limit)
         return list_missing(chosen, spec, args.limit)
@@ -117,17 +115,15 @@ def main(argv=None) -> int:
     if info["gpu"] == "none" and args.suite != "cpu":
         print("backfill: no CUDA GPU here (use --suite cpu for a smoke run)", file=sys.stderr)
         return exits.NO_GPU
-    if (results := results_dir(args.config)) is None:
-        return 2
     store.seed(results)
     if args.missing:
         commits = missing_commits(commits, results, info["machine"], bench, args.limit)[::-1]  # oldest first
-        if not commits:
-            print(f"backfill: every first-parent commit of {spec} has a result on {info['machine']}", flush=True)
-            return store_results(results, info) if args.store else 0
-        print(f"backfill: {len(commits)} commits of {spec} with no result yet (--limit {args.limit})", flush=True)
-    measure(commits, spec, args, results, info, bench)
-    return store_results(results, info) if args.store else 0
+        left = f"{len(commits)} commits of {spec} with no result yet (--limit {args.limit})"
+        done = f"every first-parent commit of {spec} has a result on {info['machine']}"
+        print(f"backfill: {left if commits else done}", flush=True)
+    if commits:
+        measure(commits, spec, args, results, info, bench)
+    return 0 if not args.store or store.store_and_say(results, info["machine"], "backfill") else 1
 
 
 def results_dir(config: str):
@@ -172,13 +168,3 @@ def measure(commits: list[str], spec: str, args, results, info: dict, bench: str
     print(f"backfill: {len(done)} benchmarked, {len(skipped)} skipped", flush=True)
     for sha, why in skipped:
         print(f"  skipped {sha[:8]}: {why}", flush=True)
-
-
-def store_results(results, info: dict) -> int:
-    try:
-        stored = store.store(results, info["machine"])
-    except ValueError as error:  # no results of this machine, or a file that isn't asv's
-        print(f"backfill: nothing stored: {error}", file=sys.stderr)
-        return 1
-    print(f"backfill: {stored} result files of {info['machine']} in {store.label(store.STORE)}", flush=True)
-    return 0

@@ -2,10 +2,9 @@
 
     python -m harness bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
 
-On a CUDA GPU the GPU suite (``benchmarks/gpu.py``); without one only the CPU-interpreter smoke
-benchmarks, no verdict on the kernel. Results go to .asv/results, seeded from benchmarks/history/;
-the self-contained site to .asv/html. ``--store`` copies a GPU machine's results into the committed
-history, and is refused without a CUDA GPU before anything is measured.
+On a CUDA GPU the GPU suite; without one only the CPU-interpreter smoke benchmarks, no verdict on
+the kernel. Results go to .asv/results, seeded from benchmarks/history/; the site to .asv/html.
+``--store`` copies a GPU machine's results into the committed history.
 
 Exit 0: measured (and stored, with ``--store``), and the site built. 1: a benchmark failed or measured
 nothing, or ``--store`` found no results of this machine to store. 2: bad arguments, or a
@@ -60,7 +59,7 @@ def main(argv=None) -> int:
     code = asvrun.run(commit, suite, info, args.config, quick=args.quick)
     found = asvrun.outcome(str(results), info["machine"], commit, asvrun.SUITES[suite].bench)
     log(f"{commit[:8]} on {info['machine']}: {found.line()}, {time.perf_counter() - started:.0f} s")
-    stored = not args.store or store_results(results, info["machine"])
+    stored = not args.store or store.store_and_say(results, info["machine"], "bench")
     if not args.no_publish:
         html = site.publish(args.config)
         log(
@@ -68,13 +67,3 @@ def main(argv=None) -> int:
             "view it with `asv preview` or `python3 -m nox -s preview` (serves it on http://127.0.0.1:8080)"
         )
     return 0 if code == 0 and not found.failed and found.measured and stored else 1
-
-
-def store_results(results, machine_name: str) -> bool:
-    """The machine's results copied into the committed history; False, said in one line, where it has none."""
-    try:
-        log(f"{store.store(results, machine_name)} result files of {machine_name} in {store.STORE}")
-    except ValueError as error:  # a run that wrote nothing for this machine
-        log(f"nothing stored: {error}")
-        return False
-    return True

@@ -1,6 +1,5 @@
-"""The GitHub issue the change-point check keeps for each GPU machine: its text (the first bad commit's
-range, every series called), found again by its marker or its title, and opened, updated (a comment
-only when what is called changed) or closed to agree with the verdict."""
+"""The GitHub issue the change-point check keeps for each GPU machine: its text, found again by its
+marker or title, opened, updated (a comment only when what is called changed) or closed."""
 
 from __future__ import annotations
 
@@ -22,16 +21,14 @@ def human(value: float, unit: str, higher_is_better: bool) -> str:
 
 
 def called_set(regressions: list[Regression]) -> str:
-    """What is called, in a few characters: the issue's marker keeps it, so a store that calls the
-    same series over the same ranges edits the issue without a comment (no notification)."""
+    """What is called, in a few characters, kept in the marker: the same calls edit without a comment."""
     text = "\n".join(sorted(f"{r.series.label} {r.good} {r.full}" for r in regressions))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def body(machine: str, regressions: list[Regression], head: str, compare_url: str = "") -> str:
     """The issue's text: the first bad commit's range, then every series called and its own range.
-    ``regressions`` come in main's order of their ranges (``verdicts``): the first is the first bad.
-    The machine's name and a series' label are the asv results' (``md.text``, ``md.code``)."""
+    ``regressions`` come in main's order of their ranges (``verdicts``): the first is the first bad."""
     first = regressions[0]
     span = f"{first.good[:12]}...{first.full[:12]}"
     link = f" ([compare]({compare_url}{first.good}...{first.full}))" if compare_url else ""
@@ -66,8 +63,7 @@ def body(machine: str, regressions: list[Regression], head: str, compare_url: st
 
 
 def marker(machine: str) -> str:
-    """The marker's opening; escaped, the machine's name can't end the comment (``-->``), and a
-    machine's name (a slug: letters, digits, dots and dashes) is as it always was."""
+    """The marker's opening; escaped, the machine's name can't end the comment (``-->``)."""
     return MARKER.format(machine=md.text(machine))
 
 

@@ -1,11 +1,11 @@
-"""The change-point rule on one series of figures, lower is better, oldest first: asv's own
-piecewise-constant fit (``asv.step_detect.solve_potts_approx``) and asv's own decision on it
-(``detect_regressions``), with the series' own limit and the persistence that keeps one slow run from
-opening or closing an issue. Pure: no files, no git, no GitHub. The rule in words, why this fit, and
-its measured false alarms and power: ``harness/history/changepoints.py``'s docstring (``--help``)."""
+"""The change-point rule on one series, lower is better, oldest first: asv's own piecewise-constant fit
+(``solve_potts_approx``) and decision (``detect_regressions``), with the series' own limit and the
+persistence that keeps one slow run from opening or closing an issue. Pure: no files, git or GitHub.
+The rule in words, why this fit, its false alarms and power: docs/performance-history.md."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from dataclasses import dataclass
@@ -13,7 +13,6 @@ from statistics import median
 
 from harness.core import policy
 
-# The policy (.github/gpu-types.toml's [policy.changepoints], harness/core/policy.py).
 POLICY = policy.changepoints()
 FLOOR = POLICY.floor  # the smallest change called, relative to the earlier level
 NOISE_FACTOR = POLICY.noise_factor  # times the series' mean change from one commit to the next: beyond noise
@@ -40,57 +39,42 @@ def lower_is_better(unit: str) -> bool:
     return not RATE_UNIT.search(unit or "")
 
 
-def segments(y: list[float], w: list[float] | None = None) -> list[tuple]:
+def segments(y: list[float]) -> list[tuple]:
     """asv's piecewise-constant fit of ``y``, as ``detect_steps`` returns it: (left, right, level,
-    minimum, mean absolute deviation) per segment, ``right`` exclusive."""
+    minimum, mean absolute deviation) per segment, ``right`` exclusive. Unweighted: every figure the
+    check judges is a ``track_`` benchmark's, which records no statistics to weigh it by."""
     from asv.step_detect import solve_potts_approx
 
-    w = w or [1.0] * len(y)
-    right, levels, dists = solve_potts_approx(list(y), list(w))
-    out, left = [], 0
-    for r, level, dist in zip(right, levels, dists, strict=True):
-        out.append((left, r, level, min(y[left:r]), abs(dist / (r - left))))
-        left = r
-    return out
+    right, levels, dists = solve_potts_approx(list(y), [1.0] * len(y))
+    lefts = [0, *right[:-1]]
+    fit = zip(lefts, right, levels, dists, strict=True)
+    return [(left, r, level, min(y[left:r]), abs(dist / (r - left))) for left, r, level, dist in fit]
 
 
-def find(
-    y: list[float],
-    w: list[float] | None = None,
-    floor: float = FLOOR,
-    noise_factor: float = NOISE_FACTOR,
-    persist: int = PERSIST,
-) -> Found | None:
+def find(y: list[float]) -> Found | None:
     """The regression the series ``y`` (lower is better, oldest first) shows today, or None: the
-    newest verdict that ``persist`` stores in a row reached (a store's own verdict: ``verdict``)."""
-    reached: dict[int, Found | None] = {}
-
-    def at(n: int) -> Found | None:
-        if n not in reached:
-            reached[n] = verdict(y[:n], w[:n] if w else None, floor, noise_factor, persist)
-        return reached[n]
-
-    for n in range(len(y), 2 * persist - 1, -1):
-        run = [at(m) for m in range(n, n - persist, -1)]
+    newest verdict that PERSIST stores in a row reached (a store's own verdict: ``verdict``)."""
+    at = functools.cache(lambda n: verdict(y[:n]))
+    for n in range(len(y), MIN_COMMITS - 1, -1):
+        run = [at(m) for m in range(n, n - PERSIST, -1)]
         if all((found is None) == (run[0] is None) for found in run):
             return run[0]
     return None
 
 
-def verdict(y: list[float], w: list[float] | None, floor: float, noise_factor: float, persist: int) -> Found | None:
+def verdict(y: list[float]) -> Found | None:
     """One store's verdict on ``y``: asv's fit and decision, with the series' own limit."""
     from asv.step_detect import detect_regressions
 
     n = len(y)
-    if n < 2 * persist:
+    if n < MIN_COMMITS:
         return None
-    fit = segments(y, w)
     # A level counts once held: a shorter segment is a transition (a ramp's middle) or an outlier, and
     # is left out, as asv leaves out missing points; a step then spans it.
-    held = [segment for segment in fit if segment[1] - segment[0] >= persist]
+    held = [segment for segment in segments(y) if segment[1] - segment[0] >= PERSIST]
     noise = sum(abs(b - a) for a, b in itertools.pairwise(y)) / (n - 1) / median(y)
-    threshold = max(floor, noise_factor * noise)
-    latest, _, steps = detect_regressions(held, threshold=threshold, min_size=persist)
+    threshold = max(FLOOR, NOISE_FACTOR * noise)
+    latest, _, steps = detect_regressions(held, threshold=threshold, min_size=PERSIST)
     if not steps:
         return None
     last_before, first_after, before, _ = steps[0]

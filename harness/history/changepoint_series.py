@@ -1,20 +1,19 @@
-"""Main's performance history as the series the change-point rule judges: per GPU machine, one series
-per benchmark and parameter combination, on the line (toolchain, python) of the machine's latest run,
-over main's first-parent commits in order; and the rule's verdict on each (``verdicts``). What the
-history holds that can't be judged is counted, and input that can't be read is ``BadInput``."""
+"""Main's history as the series the change-point rule judges (per GPU machine, benchmark and parameter
+combination, on the machine's latest line, over main's first-parent commits), and the verdict on
+each (``verdicts``). What can't be judged is counted; input that can't be read is ``BadInput``."""
 
 from __future__ import annotations
 
 import itertools
-import json
 import math
 import re
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
-from statistics import median
 
 from harness.core.paths import ROOT
+from harness.core.schema import RecordError
+from harness.history import result_merge
 from harness.history.changepoint_rule import Found, find, lower_is_better
 
 # Tracked, never gated (docs/performance-history.md): the synchronized time moves with the host's load.
@@ -35,7 +34,6 @@ class Series:
     unit: str
     commits: list = field(default_factory=list)
     values: list = field(default_factory=list)
-    weights: list = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -84,22 +82,16 @@ def first_parent(rev: str, repo: Path = ROOT) -> list[str]:
 
 
 def gpu_machines(results_dir: Path) -> list[str]:
-    names = []
-    for info in sorted(Path(results_dir).glob("*/machine.json")):
-        try:
-            gpu = json.loads(info.read_text()).get("gpu", "none")
-        except (OSError, ValueError, AttributeError) as error:
-            raise BadInput(f"{info} is not a machine description: {error}") from None
-        if gpu != "none":
-            names.append(info.parent.name)
-    return names
+    try:
+        return result_merge.gpu_machines(results_dir)
+    except RecordError as error:  # a machine.json that isn't asv's
+        raise BadInput(str(error)) from None
 
 
 def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series], dict]:
     """``machine``'s series of its latest line, in ``order``; and what was left out, counted."""
     from asv import results as asv_results
     from asv import util
-    from asv._stats import get_weight
 
     results_dir = Path(results_dir)
     try:
@@ -150,8 +142,7 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
             info = benchmarks[name]
             params = info.get("params") or []
             values = result.get_result_value(name, params)
-            weights = [get_weight(s) for s in result.get_result_stats(name, params)]
-            for combo, value, weight in zip(itertools.product(*params), values, weights, strict=True):
+            for combo, value in zip(itertools.product(*params), values, strict=True):
                 if value is None or (isinstance(value, float) and math.isnan(value)):
                     continue  # failed or skipped: missing, as asv's graphs take it
                 if not 0 < value < math.inf:
@@ -165,27 +156,16 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
                 s = series[key]
                 s.commits.append(result.commit_hash)
                 s.values.append(float(value))
-                s.weights.append(weight)
     return list(series.values()), skipped
 
 
-def weights_of(series: Series) -> list[float] | None:
-    """asv's weights (2 / the 99% interval's width) normalized by their median, as detect_steps
-    does; None where no value has one (track_ benchmarks record no statistics)."""
-    known = [w for w in series.weights if w is not None and w == w and w > 0]
-    if not known:
-        return None
-    mid = median(known)
-    return [(w / mid) if w is not None and w == w and w > 0 else 1.0 for w in series.weights]
-
-
-def judge(series: Series, **rule) -> Regression | None:
+def judge(series: Series) -> Regression | None:
     y = series.values if lower_is_better(series.unit) else [1 / v for v in series.values]
-    found = find(y, weights_of(series), **rule)
+    found = find(y)
     return Regression(series, found) if found else None
 
 
-def verdicts(results_dir: Path, rev: str, machines: list[str] | None, repo: Path = ROOT, **rule) -> dict:
+def verdicts(results_dir: Path, rev: str, machines: list[str] | None, repo: Path = ROOT) -> dict:
     """{machine: (regressions, series judged, what was left out, the newest commit judged)}."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -207,7 +187,7 @@ def verdicts(results_dir: Path, rev: str, machines: list[str] | None, repo: Path
             out[machine] = ([], 0, skipped, "")
             continue
         position = {commit: i for i, commit in enumerate(order)}
-        found = [r for r in (judge(s, **rule) for s in series) if r]
+        found = [r for r in map(judge, series) if r]
         found.sort(key=lambda r: (position[r.good], position[r.full], r.series.label))
         head = max((c for s in series for c in s.commits), key=position.__getitem__)
         out[machine] = (found, len(series), skipped, head)

@@ -4,10 +4,8 @@ which passed its own PR check, opens one GitHub issue per GPU machine; a recover
     python -m harness changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
 
 Each series (one benchmark, parameter combination and GPU machine, its latest line) over main's
-first-parent commits is judged by asv's own step fit and regression decision (``changepoint_rule.py``):
-a level above the best earlier one by more than the larger of 3% and 4 times the series' noise, held
-for 2 commits and reached at 2 stores in a row. The rule, why, and its measured false alarms:
-docs/performance-history.md.
+first-parent commits is judged by asv's own step fit and regression decision (``changepoint_rule.py``).
+The rule, why, and its measured false alarms: docs/performance-history.md, "Change points on main".
 
 Exit codes (check): 0 the issues agree with the verdict (or, with --dry-run, what would be done was
 printed), regression or not; 1 GitHub refused or could not be reached; 2 bad arguments or input (no
@@ -24,13 +22,11 @@ from pathlib import Path
 from harness.core import command_output
 from harness.core import markdown as md
 from harness.core.paths import ROOT
+from harness.history import asvrun
 from harness.history.changepoint_issue import TITLE, body, sync
 from harness.history.changepoint_series import BadInput, verdicts
 
-STORE = ROOT / "benchmarks" / "history"
-
-
-# --- check ---------------------------------------------------------------------------------------------
+STORE = ROOT / "benchmarks" / "history"  # the committed history (studies/changepoint_power.py reads it)
 
 
 def report_line(machine: str, found: list, judged: int, skipped: dict, head: str) -> str:
@@ -53,9 +49,8 @@ def check(args) -> int:
         from harness.github.approval import GitHub
 
         github = GitHub(env.get("GITHUB_API_URL", "https://api.github.com"), token, repository)
-    results_dir = args.results or default_results()
     try:
-        found = verdicts(results_dir, args.rev, args.machine)
+        found = verdicts(args.results or asvrun.results_dir(), args.rev, args.machine)
     except BadInput as error:
         print(f"changepoints: {error}", file=sys.stderr)
         return 2
@@ -63,14 +58,14 @@ def check(args) -> int:
     compare = f"{server}/{repository}/compare/" if repository else ""
     summary = []
     for machine, (regressions, judged, skipped, head) in found.items():
-        if not judged:
+        if judged:
+            line = report_line(machine, regressions, judged, skipped, head)
+        else:
             line = f"{machine}: no result of a commit of {args.rev}'s first-parent history: nothing judged"
-            print(md.line(line, limit=None))  # one line of the log, whatever a label holds
-            summary.append(line)
-            continue
-        line = report_line(machine, regressions, judged, skipped, head)
-        print(md.line(line, limit=None))
+        print(md.line(line, limit=None))  # one line of the log, whatever a label holds
         summary.append(line)
+        if not judged:
+            continue
         title = TITLE.format(machine=machine)
         if args.dry_run:
             if regressions:
@@ -98,15 +93,6 @@ def check(args) -> int:
     return 0
 
 
-def default_results() -> Path:
-    from harness.history.asvrun import results_dir
-
-    return results_dir()
-
-
-# --- CLI -----------------------------------------------------------------------------------------------
-
-
 def parser() -> command_output.Parser:
     paragraphs = [" ".join(p.split()) for p in __doc__.split("\n\n")]
     cli = command_output.Parser(prog="python -m harness changepoints", description=paragraphs[0], epilog=paragraphs[-1])
@@ -125,6 +111,4 @@ def parser() -> command_output.Parser:
 
 
 def main(argv=None) -> int:
-    cli = parser()
-    args = cli.parse_args(argv)
-    return check(args)
+    return check(parser().parse_args(argv))

@@ -1,17 +1,17 @@
-"""The asv machine: named after the GPU, its series split by the software that shapes its figures.
-
-A result records two parameters besides asv's ``python``: ``machine``, from the GPU (``NVIDIA H100
-80GB HBM3`` -> ``h100-80gb-hbm3``), so different GPUs never share a line, and ``toolchain`` (torch,
-Triton, CUDA, the driver, bitsandbytes, Unsloth in one value), so an upgrade starts a new line
-instead of looking like a regression. The rest goes in ``machine.json``; nothing that changes
-between boots (the kernel release, a VM's growing RAM) is recorded. Without a GPU the machine is
-``cpu-<processor>``, which the site leaves out.
+"""The asv machine: named after the GPU (``h100-80gb-hbm3``; without one ``cpu-<processor>``, which
+the site leaves out), its series split by ``toolchain``, the software that shapes its figures; the
+rest in ``machine.json``, nothing that changes between boots. Why: docs/performance-history.md.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import re
+from pathlib import Path
+
+from asv.util import get_cpu_info
 
 from harness.core import gpu_state
 
@@ -24,33 +24,14 @@ def slug(text: str) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
 
 
-def version(package: str) -> str:
-    """The installed version (gpu_state, from its metadata: never imported); ``not installed`` where
-    absent, since every value of machine.json is a string."""
-    found = gpu_state.package_version(package)
-    return "not installed" if found is None else found
-
-
-def cpu_model() -> str:
-    try:
-        from asv.util import get_cpu_info
-
-        return get_cpu_info() or platform.processor() or platform.machine()
-    except ImportError:
-        return platform.processor() or platform.machine()
-
-
 def driver_version() -> str:
-    """The driver's version, read by gpu_state (NVML, else nvidia-smi); ``unknown`` where neither
-    answers, since every value of machine.json is a string."""
-    found = gpu_state.driver_versions()["driver"]
-    return "unknown" if found is None else found
+    """The driver's version (NVML, else nvidia-smi); ``unknown`` where neither answers: every value of
+    machine.json is a string."""
+    return gpu_state.driver_versions()["driver"] or "unknown"
 
 
 def describe() -> dict:
     """Everything the machine's description holds (``machine.json``): its name, hardware, versions."""
-    import os
-
     try:
         import torch
     except ImportError:  # a fresh venv without torch: then there is no CUDA GPU to use either
@@ -59,7 +40,7 @@ def describe() -> dict:
     info = {
         "arch": platform.machine(),
         "os": platform.system(),
-        "cpu": cpu_model(),
+        "cpu": get_cpu_info() or platform.processor() or platform.machine(),
         "num_cpu": str(os.cpu_count()),
         "ram": "",  # not recorded: a VM's memory can grow while it runs, which would split the series
     }
@@ -68,7 +49,7 @@ def describe() -> dict:
         info.update(machine=slug(gpu), gpu=gpu, driver=driver_version(), cuda=torch.version.cuda or "unknown")
     else:
         info.update(machine=f"cpu-{slug(info['cpu'])}", gpu="none", driver="none", cuda="none")
-    info.update({package: version(package) for package in PACKAGES})
+    info.update({package: gpu_state.package_version(package) or "not installed" for package in PACKAGES})
     return info
 
 
@@ -99,11 +80,8 @@ def register(info: dict | None = None, path: str | None = None) -> dict:
 
 
 def record(results_dir, info: dict) -> None:
-    """The whole description in ``<results_dir>/<machine>/machine.json``, where asv's site reads what
-    it shows beside the machine's name (asv writes only the parameters there at each run)."""
-    import json
-    from pathlib import Path
-
+    """The whole description in ``<results_dir>/<machine>/machine.json``, which asv's site shows beside
+    the machine's name (asv writes only the parameters there at each run)."""
     path = Path(results_dir) / info["machine"] / "machine.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({**info, "toolchain": toolchain(info), "version": 1}, indent=4, sort_keys=True) + "\n")

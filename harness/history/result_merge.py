@@ -1,14 +1,6 @@
-"""The one rule for merging two copies of an asv results store so that no measured value is lost:
-seeding ``.asv/results`` and storing into ``benchmarks/history`` (``store.py``), and the
-``asv-results`` branch (``results_branch.py``).
-
-A result file is merged benchmark by benchmark: a row that measured something beats one that
-measured nothing, else the newer ``started_at`` wins (equal: the copy already there). machine.json,
-a file's own fields and, with ``suite="newest"``, benchmarks.json come from the copy holding the
-newest measurement. A run's store (``run=RunOnly(...)``: its upload ran the merged kernel's code)
-takes only the result files of the commits its trusted caller names and replaces nothing stored.
-Every choice is one line. The rules and why: docs/performance-history.md, "The store's guarantees";
-why standard library only: docs/harness-code.md.
+"""The one rule for merging two copies of an asv results store so that no measured value is lost, for
+``store.py`` and ``results_branch.py``; every choice is one line. The rules and why:
+docs/performance-history.md, "The store's guarantees"; why standard library only: docs/harness-code.md.
 """
 
 from __future__ import annotations
@@ -34,8 +26,8 @@ class Merged:
 
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
-    decisions: list[str] = field(default_factory=list)  # one line per choice between two differing copies
-    problems: list[str] = field(default_factory=list)  # files left alone because they can't be read
+    decisions: list[str] = field(default_factory=list)  # a line per choice between two differing copies
+    problems: list[str] = field(default_factory=list)  # files left alone: they can't be read
 
     @property
     def written(self) -> int:
@@ -52,8 +44,8 @@ class Merged:
 
 @dataclass(frozen=True)
 class RunOnly:
-    """What one run measured: the result files of ``commits`` (full hashes) and, with ``unmeasured``
-    (the nightly backfill), of any commit with no measured value stored on that machine."""
+    """What a run's store takes (its upload ran the merged kernel's code): the result files of
+    ``commits`` and, with ``unmeasured`` (the nightly backfill), of any commit with none measured stored."""
 
     commits: frozenset[str] = frozenset()
     unmeasured: bool = False
@@ -65,9 +57,6 @@ class RunOnly:
         if not self.unmeasured:
             return f"{named}, the commit{'s' if len(self.commits) > 1 else ''} this run measured"
         return f"{named} or {unmeasured}" if named else unmeasured
-
-
-# --- Rows ----------------------------------------------------------------------------------------------
 
 
 def rows_of(doc: dict) -> dict[str, dict]:
@@ -159,9 +148,6 @@ def _as_list(row: dict, columns: list) -> list:
     return values
 
 
-# --- A whole store -------------------------------------------------------------------------------------
-
-
 def machines_in(root: Path) -> list[str]:
     """The machine folders of a store: those with a machine.json."""
     return sorted(p.name for p in root.iterdir() if (p / MACHINE_FILE).is_file()) if root.is_dir() else []
@@ -169,6 +155,11 @@ def machines_in(root: Path) -> list[str]:
 
 def is_gpu_machine(machine_dir: Path) -> bool:
     return read_machine(Path(machine_dir) / MACHINE_FILE).get("gpu", "none") not in ("none", "")
+
+
+def gpu_machines(root: Path) -> list[str]:
+    """The machine folders of a store whose machine.json names a GPU; RecordError for one that isn't asv's."""
+    return [name for name in machines_in(Path(root)) if is_gpu_machine(Path(root) / name)]
 
 
 def _describe(machine_info: dict) -> str:
@@ -187,15 +178,11 @@ def merge_tree(
     strict: bool = True,
     run: RunOnly | None = None,
 ) -> Merged:
-    """Merge the store at ``incoming_root`` into the one at ``target_root`` (written in place, once
-    every file is decided).
-
-    ``machines``: only these machine folders (default: every one with a machine.json). ``suite``:
-    benchmarks.json is kept where there is one (``keep``: asv rewrites it from the checkout's suite at
-    every run) or comes from the copy with the newest measurement (``newest``). ``gpu_only``: machines
-    whose machine.json names no GPU are left out, said in a line. ``strict``: a file that can't be
-    read raises RecordError before anything is written; otherwise it is left as it is and named in
-    ``problems``. ``run``: a run's store (module docstring); ``suite`` is then ``keep``."""
+    """Merge the store at ``incoming_root`` into ``target_root``, written once every file is decided.
+    ``machines``: only these (default: each with a machine.json). ``suite``: benchmarks.json ``keep``s
+    the target's or comes from the ``newest`` measurement's copy. ``gpu_only``: CPU machines left out.
+    ``strict``: an unreadable file raises RecordError before anything is written, else is named in
+    ``problems``. ``run``: a run's store (``RunOnly``), adding only, its suite kept."""
     merge = _Merge(Path(incoming_root), Path(target_root), incoming_label, target_label, strict, run)
     newest_of = {"incoming": None, "target": None}
     for machine in machines if machines is not None else machines_in(merge.incoming):

@@ -4,16 +4,12 @@
     python -m harness results-branch store --from DIR [--commit SHA]... [--unmeasured]
                                                    [--url URL] [--message TEXT] [--attempts N]
 
-``fetch`` merges the branch's files into DIR before asv runs; ``store`` adds DIR's GPU results as
-one new commit on the branch's tip, never forced, merged again and retried (``--attempts``) where
-the branch moved under it. DIR is a benchmark job's upload, which ran the merged kernel's code, so
-``store`` takes only the commits its caller names (``--commit``, from ``github.sha``; ``--unmeasured``
-for the nightly backfill) and replaces nothing stored (``result_merge.py``). The guarantees and
-why: docs/performance-history.md, "The store's guarantees".
-
-URL defaults to ``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN``, when set, is sent
-as the HTTP authorization (through git's environment, never on a command line). Standard library
-only (docs/harness-code.md).
+``fetch`` merges the branch's files into DIR; ``store`` adds DIR's GPU results of the commits its
+caller names (``--commit``; ``--unmeasured`` for the nightly backfill) as one commit on the branch's
+tip, never forced, merged again where the branch moved under it. The guarantees and why:
+docs/performance-history.md, "The store's guarantees". URL defaults to
+``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN`` goes to git through its environment,
+never on a command line. Standard library only (docs/harness-code.md).
 
 Exit 0: done (or nothing to do, or no branch yet to fetch). 2: bad input (no URL, neither --commit
 nor --unmeasured, a --commit that isn't a full hash, DIR holds no machine's results, a file that
@@ -52,12 +48,9 @@ def say(message: str) -> None:
     print(f"results-branch: {message}", flush=True)
 
 
-# --- git ---------------------------------------------------------------------------------------------
-
-
 def git_env() -> dict[str, str]:
-    """This process's environment for git: never a password prompt (a job would hang on it), the
-    bot as author, and the token, if any, as an HTTP header set through GIT_CONFIG_* variables."""
+    """git's environment: no password prompt (a job would hang on it), the bot as author, the token as
+    an HTTP header through GIT_CONFIG_* variables."""
     env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
     env.update(GIT_AUTHOR_NAME=BOT_NAME, GIT_AUTHOR_EMAIL=BOT_EMAIL)
     env.update(GIT_COMMITTER_NAME=BOT_NAME, GIT_COMMITTER_EMAIL=BOT_EMAIL)
@@ -89,8 +82,7 @@ def git(*args: str, cwd: Path, stdin: str | None = None) -> subprocess.Completed
 
 
 def last_line(done: subprocess.CompletedProcess) -> str:
-    """git's reason in one line: a ref push --porcelain rejected (``!``), else its first fatal or error
-    line (what follows is advice), else its last line."""
+    """git's reason in one line: a ref push rejected (``!``), else its first fatal or error line, else its last."""
     text = f"{done.stdout or ''}\n{done.stderr or ''}"
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     for prefixes in (("!",), ("fatal:", "error:")):
@@ -119,8 +111,8 @@ def branch_tip(url: str, cwd: Path) -> str | None:
 
 
 def check_out_branch(url: str, work: Path) -> str | None:
-    """A scratch repository in ``work`` with the branch's files checked out; returns the commit they
-    are of, or None (and an empty folder) where the branch does not exist yet."""
+    """A scratch repository in ``work`` with the branch's files checked out; its commit, or None (an
+    empty folder) where the branch does not exist yet."""
     local("init", "-q", cwd=work)
     if branch_tip(url, work) is None:
         return None
@@ -129,9 +121,6 @@ def check_out_branch(url: str, work: Path) -> str | None:
         raise RemoteError(f"could not fetch {BRANCH} from {url}: {last_line(done)}")
     local("checkout", "-q", "--detach", "FETCH_HEAD", cwd=work)
     return local("rev-parse", "HEAD", cwd=work)
-
-
-# --- fetch ---------------------------------------------------------------------------------------------
 
 
 def fetch(url: str, into: Path) -> int:
@@ -150,9 +139,6 @@ def fetch(url: str, into: Path) -> int:
     return 0
 
 
-# --- store ---------------------------------------------------------------------------------------------
-
-
 def store(source: Path, url: str, message: str, attempts: int, run: result_merge.RunOnly) -> int:
     for attempt in range(1, attempts + 1):
         moved = store_once(source, url, message, run)
@@ -165,9 +151,8 @@ def store(source: Path, url: str, message: str, attempts: int, run: result_merge
 
 
 def store_once(source: Path, url: str, message: str, run: result_merge.RunOnly) -> str | None:
-    """Merge onto the branch's tip and push. None once stored (or with nothing new to store); where
-    the branch moved between the fetch and the push, how it moved. A push refused while the branch
-    stayed where it was raises RemoteError."""
+    """Merge onto the branch's tip and push. None once stored (or nothing new); how the branch moved
+    where it moved before the push; RemoteError for a push refused while it stayed."""
     with tempfile.TemporaryDirectory(prefix="asv-results-") as scratch:
         work = Path(scratch)
         base = check_out_branch(url, work)
@@ -175,24 +160,19 @@ def store_once(source: Path, url: str, message: str, run: result_merge.RunOnly) 
             source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True, run=run
         )
         if not merged.written:
-            report(merged)
+            list(map(say, merged.lines()))
             say(f"nothing new for {BRANCH}" + (f" (at {base[:12]})" if base else "") + ": no commit made")
             return None
         commit = commit_of(work, base, message, merged)
         done = git("push", "--porcelain", url, f"{commit}:{REF}", cwd=work)
         if done.returncode == 0:
-            report(merged)
+            list(map(say, merged.lines()))
             say(f"{BRANCH} is now {commit[:12]}" + (f", on top of {base[:12]}" if base else ", its first commit"))
             return None
         now = branch_tip(url, work)
         if now == base:
             raise RemoteError(f"{url} refused the push of {BRANCH}: {last_line(done)}")
-        return f"{_short(base)} -> {_short(now)}"
-
-
-def report(merged: result_merge.Merged) -> None:
-    for line in merged.lines():
-        say(line)
+        return f"{(base or 'none')[:12]} -> {(now or 'none')[:12]}"
 
 
 def commit_of(work: Path, base: str | None, message: str, merged: result_merge.Merged) -> str:
@@ -204,11 +184,9 @@ def commit_of(work: Path, base: str | None, message: str, merged: result_merge.M
     return local("commit-tree", tree, *parents, "-F", "-", cwd=work, stdin=f"{message}\n\n{body}\n")
 
 
-def _short(commit: str | None) -> str:
-    return commit[:12] if commit else "none"
-
-
-# --- CLI -----------------------------------------------------------------------------------------------
+def bad(line: str) -> int:
+    say(line)
+    return exits.BAD_INPUT
 
 
 def default_url() -> str | None:
@@ -229,41 +207,29 @@ def main(argv=None) -> int:
     store_cmd.add_argument(
         "--from", dest="source", type=Path, required=True, metavar="DIR", help="an asv results folder"
     )
-    store_cmd.add_argument(
-        "--commit", dest="commits", action="append", default=[], metavar="SHA", help="a commit the run measured"
-    )
-    store_cmd.add_argument(
-        "--unmeasured", action="store_true", help="also commits with no measured value stored (a backfill)"
-    )
+    store_cmd.add_argument("--commit", dest="commits", action="append", default=[], metavar="SHA", help="one measured")
+    store_cmd.add_argument("--unmeasured", action="store_true", help="also commits with no measured value stored")
     store_cmd.add_argument("--message", default="asv results", help="the commit's first line")
     store_cmd.add_argument("--attempts", type=int, default=ATTEMPTS, help="pushes tried while the branch moves")
     for sub in (fetch_cmd, store_cmd):
         sub.add_argument("--url", default=default_url(), help="the repository (default: $GITHUB_SERVER_URL/...)")
     args = parser.parse_args(argv)
     if not args.url:
-        say("no --url, and GITHUB_SERVER_URL / GITHUB_REPOSITORY are not both set")
-        return exits.BAD_INPUT
+        return bad("no --url, and GITHUB_SERVER_URL / GITHUB_REPOSITORY are not both set")
     try:
         if args.command == "fetch":
             return fetch(args.url, args.into)
         if args.attempts < 1:
-            say(f"--attempts must be 1 or more, not {args.attempts}")
-            return exits.BAD_INPUT
+            return bad(f"--attempts must be 1 or more, not {args.attempts}")
         if not args.commits and not args.unmeasured:  # DIR can't say: it is the run's own upload
-            say("store needs --commit SHA (each commit this run measured) or --unmeasured")
-            return exits.BAD_INPUT
+            return bad("store needs --commit SHA (each commit this run measured) or --unmeasured")
         for sha in args.commits:
             if not FULL_HASH.fullmatch(sha):
-                say(f"--commit {sha!r}: not a full commit hash (40 hex digits)")
-                return exits.BAD_INPUT
+                return bad(f"--commit {sha!r}: not a full commit hash (40 hex digits)")
         if not result_merge.machines_in(args.source):
-            say(f"nothing to store: {args.source} holds no <machine>/machine.json")
-            return exits.BAD_INPUT
+            return bad(f"nothing to store: {args.source} holds no <machine>/machine.json")
         run = result_merge.RunOnly(frozenset(args.commits), args.unmeasured)
         return store(args.source.resolve(), args.url, args.message, args.attempts, run)
-    except RecordError as error:
+    except (RecordError, RemoteError) as error:
         say(f"{error}; nothing was written")
-        return exits.BAD_INPUT
-    except RemoteError as error:
-        say(f"{error}; nothing was written")
-        return EXIT_REMOTE
+        return EXIT_REMOTE if isinstance(error, RemoteError) else exits.BAD_INPUT

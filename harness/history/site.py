@@ -1,14 +1,11 @@
-"""The history site, self-contained: ``asv publish``, then asv's CDN scripts replaced by local copies.
+"""The history site, self-contained: ``asv publish`` with the site plugin (``asv_site.py``).
 
     python -m harness site publish [--config asv.conf.json]   # asv publish, with the site plugin
     python -m harness site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
-    python -m harness site vendor                             # re-fetch from npm and verify
+    python -m harness site vendor [--update]                  # re-fetch from npm and verify
 
-``publish`` is ``asv publish`` itself, whose site plugin (``asv_site.py``) calls what this module
-holds (the GPU machines alone, ``gpu_results``; the benchmarks with a result) and the modules beside
-it: ``site_vendored.py`` (the pinned libraries), ``site_pages.py`` (the pages, under a
-Content-Security-Policy), ``site_scripts.py`` (names inserted as text), ``site_server.py`` (preview).
-The pages load their data over HTTP: opened as a file, ``site_assets/needs-http.js`` says so.
+The pages load their data over HTTP: opened as a file, ``site_assets/needs-http.js`` says so. How
+the site is built: docs/performance-history.md, "How the site is built".
 
 Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
 asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed
@@ -21,21 +18,25 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from harness.core import command_output
-from harness.history.site_server import serve
+from harness.history import asvrun
+from harness.history.result_merge import gpu_machines
 from harness.history.site_vendored import vendor
 
 SITE_PLUGIN = ".harness.history.asv_site"  # asv.conf.json's "plugins" entry that makes asv publish this site
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_WAIT_S = 10
 
 
 def drop_benchmarks_without_results(html_dir: Path) -> list[str]:
-    """asv lists every benchmark of the suite on the index and fetches a summary graph for each; one
-    with no result on any machine (the CPU smoke benchmark in a GPU-only history, say) has none, and
-    the page logs a 404 for it. Leave such benchmarks off the index. Returns their names."""
+    """Leave off the index the benchmarks with no summary graph (no result on any machine: the CPU
+    smoke benchmark in a GPU-only history), for which the page would log a 404. Returns their names."""
     index_path = Path(html_dir) / "index.json"
     index = json.loads(index_path.read_text())
     summaries = Path(html_dir) / "graphs" / "summary"
@@ -46,48 +47,30 @@ def drop_benchmarks_without_results(html_dir: Path) -> list[str]:
     return dropped
 
 
-def _read_machine(path: Path) -> dict:
-    from harness.core import records
-
-    return records.read_machine(path)
-
-
 def gpu_results(results_dir: Path, into: Path) -> list[str]:
-    """A copy of ``results_dir`` holding its GPU machines only; returns the machines left out. A CPU
-    machine's figures are the interpreter's, no verdict on the kernel, and its description (no GPU,
-    no driver, another torch) would split every graph's legend and fill the selectors with "none"."""
+    """A copy of ``results_dir`` holding its GPU machines only; returns the machine folders left out.
+    A CPU machine's figures are the interpreter's, and its description would split every legend."""
     into.mkdir(parents=True)
+    gpus = gpu_machines(results_dir)
     left_out = []
     for path in sorted(results_dir.iterdir()):
         if path.is_file():
             shutil.copyfile(path, into / path.name)
+        elif path.name in gpus:
+            shutil.copytree(path, into / path.name)
         elif (path / "machine.json").is_file():
-            if _read_machine(path / "machine.json").get("gpu", "none") == "none":
-                left_out.append(path.name)
-            else:
-                shutil.copytree(path, into / path.name)
+            left_out.append(path.name)
     return left_out
-
-
-def config_of(config: str) -> dict:
-    from harness.history import asvrun
-
-    return asvrun.load_config(config)
 
 
 def html_dir_of(config: str, conf: dict) -> Path:
     """The site's folder: asv reads a configuration's paths from the configuration's own folder."""
-    from harness.history import asvrun
-
     return (asvrun.ROOT / config).parent / conf.get("html_dir", "html")
 
 
 def publish(config: str = "asv.conf.json") -> Path:
-    """``asv publish`` with ``config``, whose site plugin does the rest (``asv_site.py``): one way
-    to build the site, whoever asks for it. Returns the site's folder."""
-    from harness.history import asvrun
-
-    conf = config_of(config)
+    """``asv publish`` with ``config``, whose site plugin does the rest. Returns the site's folder."""
+    conf = asvrun.load_config(config)
     if SITE_PLUGIN not in conf.get("plugins", []):
         raise ValueError(
             f'{config} does not load the site plugin ("plugins": [..., "{SITE_PLUGIN}"]): '
@@ -102,17 +85,42 @@ def publish(config: str = "asv.conf.json") -> Path:
 
 
 def preview(config: str, port: int) -> int:
-    """asv's own server on the built site, until it ends or this process is told to stop; one line,
-    not asv's traceback, where no site is built."""
-    from harness.history import asvrun
-
-    html = html_dir_of(config, config_of(config))
+    """asv's own server on the built site, until it ends or is told to stop; one line where no site is built."""
+    html = html_dir_of(config, asvrun.load_config(config))
     if not (html / "index.html").is_file():
         print(f"site: no site in {html} yet: build it with `nox -s publish` (or `nox -s bench`)")
         return 1
     print(f"site: serving {html} on http://127.0.0.1:{port} (Ctrl-C stops it)", flush=True)
     command = [sys.executable, "-m", "asv", "preview", "--port", str(port), "--config", str(config)]
     return serve(command, cwd=asvrun.ROOT, env=asvrun.asv_env())
+
+
+def serve(command: list[str], cwd: Path, env: dict) -> int:
+    """Run ``command``, a server, until it ends or SIGINT or SIGTERM reaches this process or it: then
+    stop it (SIGTERM, SIGKILL STOP_WAIT_S later) and wait for it, exit 0. Any other end: 1."""
+    told_to_stop = []
+    # Only a note: a handler that raised could interrupt Popen after the server had started, leaving
+    # it running and unknown here.
+    previous = {
+        number: signal.signal(number, lambda signum, frame: told_to_stop.append(signum)) for number in STOP_SIGNALS
+    }
+    try:
+        print("+ python", " ".join(command[1:]), flush=True)
+        server = subprocess.Popen(command, cwd=cwd, env=env)
+        while server.poll() is None and not told_to_stop:
+            time.sleep(0.1)
+        if told_to_stop:
+            server.terminate()
+            try:
+                server.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+            return 0
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+    return 0 if server.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else 1  # the signals ended it
 
 
 def port(text: str) -> int:
@@ -126,20 +134,7 @@ def port(text: str) -> int:
     return value
 
 
-def readable_config(config: str) -> str:
-    """``--config`` as asv reads it: a JSON object whose html_dir, if given, is a path; else exit 2."""
-    try:
-        conf = config_of(config)
-    except Exception as error:  # asv's reader: OSError, ValueError, its UserError, a decode error
-        raise argparse.ArgumentTypeError(f"{config}: {type(error).__name__}: {error}") from None
-    if not isinstance(conf, dict) or not isinstance(conf.get("html_dir", "html"), str):
-        raise argparse.ArgumentTypeError(f"{config}: not an asv configuration (a JSON object with a path html_dir)")
-    return config
-
-
 def main(argv=None) -> int:
-    from harness.history import asvrun
-
     parser = command_output.Parser(prog="python -m harness site", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
@@ -152,8 +147,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.command in ("publish", "preview"):
         try:
-            readable_config(args.config)
-        except argparse.ArgumentTypeError as error:
+            asvrun.load_config(args.config)
+        except asvrun.ConfigError as error:
             parser.error(f"--config {error}")
     if args.command == "preview":
         return preview(args.config, args.port)

@@ -1,8 +1,7 @@
-"""asv's pages made self-contained: the vendored libraries copied into the site and loaded from there
-instead of CDNs, under a Content-Security-Policy that runs no script but the site's own files (asv's
-one inline script moved to ``site_assets/load-failure.js``), and ``needs-http.js`` first, to tell a
-reader who opened the site as a file to serve it. A page that would still load anything from the
-network, or still carries inline script, is refused, not published."""
+"""asv's pages made self-contained: the vendored libraries loaded instead of CDNs, under a
+Content-Security-Policy that runs no script but the site's own files, with ``needs-http.js`` first.
+A page still loading anything remote, or carrying inline script, is refused. Why each piece:
+docs/performance-history.md, "How the site is built"."""
 
 from __future__ import annotations
 
@@ -14,30 +13,14 @@ from harness.history import site_vendored
 
 VENDOR = "vendor"  # where the copies go, inside the published site
 PAGES = ("index.html", "error.html")
-NEEDS_HTTP = "needs-http.js"  # our own script: on file:// it says to serve the site (site_assets/)
-# Without an integrity attribute: a browser refuses an integrity-checked script on file:// (Chromium:
-# "requires the request to be CORS enabled"), and file:// is the one place this script is for.
+NEEDS_HTTP = "needs-http.js"  # ours: on file:// it says to serve the site; no integrity (file:// refuses it)
 NEEDS_HTTP_TAG = f'<script src="{VENDOR}/{NEEDS_HTTP}"></script>'
-LOAD_FAILURE = "load-failure.js"  # our own, in the lock: what asv's inline js_load_failure() did (site_assets/)
-# The pages run no script but the site's own files: an injected tag or event handler is refused even if
-# some text reached the page as markup. Styles may be inline: asv's pages and flot's legend and tick
-# labels set them in style attributes, and a style runs no script. A <meta> policy, as the site is
-# served statically; frame-ancestors and reporting are refused in one, so they are left out.
-CONTENT_SECURITY_POLICY = "; ".join(
-    [
-        "default-src 'none'",
-        "script-src 'self'",
-        "style-src 'self' 'unsafe-inline'",
-        "img-src 'self'",
-        "font-src 'self'",
-        "connect-src 'self'",  # index.json and the graphs
-        "object-src 'none'",
-        "base-uri 'none'",
-        "form-action 'none'",
-    ]
+LOAD_FAILURE = "load-failure.js"  # ours, pinned in the lock: what asv's inline js_load_failure() did
+CONTENT_SECURITY_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self'; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'"
 )
 CSP_META = f'<meta http-equiv="Content-Security-Policy" content="{CONTENT_SECURITY_POLICY}">'
-# asv's index.html defines js_load_failure() inline, for its library tags' onerror attributes.
 ASV_INLINE_SCRIPT = re.compile(
     r'<script type="text/javascript">\s*function js_load_failure\(\) \{\s*'
     r'window\.location = "error\.html";\s*\}\s*</script>'
@@ -61,9 +44,7 @@ def _local_tag(tag: re.Match, entry: dict) -> str:
 
 
 def _first_in_head(text: str, page: str) -> str:
-    """``text`` with the Content-Security-Policy and then the needs-http script as the first things
-    in its ``<head>``: a policy applies only to what follows it, and the script must run before the
-    libraries, whose refusal on file:// sends the reader off to error.html."""
+    """``text`` with the policy, then the needs-http script, first in its ``<head>`` (once each)."""
     text = text.replace(CSP_META, "").replace(NEEDS_HTTP_TAG, "")  # once, wherever a former pass put them
     text, count = re.subn(r"<head\b[^>]*>", lambda head: head.group(0) + CSP_META + NEEDS_HTTP_TAG, text, count=1)
     if not count:
@@ -79,8 +60,7 @@ def _load_failure_from_a_file(text: str, entries: list[dict]) -> str:
 
 
 def _check_no_inline_script(text: str, page: str) -> None:
-    """The policy would refuse inline script silently, and the page would half work: refuse to publish
-    a page that has any (an asv whose pages carry more of it than the one known)."""
+    """The policy would refuse inline script silently and the page half work: refuse it here instead."""
     found = INLINE_SCRIPT.search(text) or INLINE_HANDLER.search(text) or JAVASCRIPT_URL.search(text)
     if found:
         raise ValueError(
@@ -90,10 +70,9 @@ def _check_no_inline_script(text: str, page: str) -> None:
 
 
 def make_self_contained(html_dir: Path) -> list[str]:
-    """Copy the vendored libraries (and our scripts) into ``html_dir/vendor`` and point asv's pages at
-    them, under a Content-Security-Policy that allows no inline script (asv's one inline script moves
-    to a file). Returns the CDN addresses replaced; raises ValueError if a page still loads anything
-    from the network or still has inline script."""
+    """Copy the vendored files into ``html_dir/vendor`` and point asv's pages at them, under the policy.
+    Returns the CDN addresses replaced; ValueError where a page still loads anything remote or has
+    inline script."""
     site_vendored.check_assets()
     html_dir = Path(html_dir)
     entries = site_vendored.lock()["files"]

@@ -1,7 +1,8 @@
-"""asv's scripts as the site runs them: each place where asv's pages built markup from a name in the
-data (a git tag, a branch, a machine.json field, a benchmark's parameters) builds it from text instead
-(``text_as_text``), on asv's known scripts alone (``check_asv_scripts``): a tag named
-``v1<img/src='x'/onerror=...>`` ran script on every graph page of asv's own site."""
+"""asv's scripts as the site runs them: where asv's pages built markup from a name in the data (a git
+tag, a machine.json field, a benchmark's parameters), they build it from text (``text_as_text``), on
+asv's known scripts alone (``check_asv_scripts``): a tag named ``v1<img/src='x'/onerror=...>`` ran
+script on every graph page of asv's own site. The places, and why not escape the data instead:
+docs/performance-history.md, "How the site is built"."""
 
 from __future__ import annotations
 
@@ -11,25 +12,7 @@ from pathlib import Path
 
 from harness.history.site_vendored import sri
 
-# asv's pages insert names and descriptions of the data into the page, some with .text() (shown as
-# written) and some by concatenating them into markup (.html(), $('<tag>' + value + ...), a tooltip
-# with html: true). A tag named v1<img/src='x'/onerror=...>, valid in git, ran script on every graph
-# page; markup in machine.json's gpu, on pointing at the machine's button. Escaping the data in
-# index.json instead would mend some places and break others: one value reaches both kinds (a
-# benchmark parameter's name heads its panel as markup and labels its x-axis button as text; a
-# branch's name is a button's text and part of a graph's file name), so an escaped value would show
-# "&lt;" there, or name a graph that does not exist. Instead, each place that builds markup from a
-# value builds it from text, and index.json keeps the names as they are. The places, in asv
-# 0.6.6's scripts:
-#   graphdisplay.js  tag names over the graph; machine.json's fields in each machine button's
-#                    tooltip; the benchmark tree's names; the code tooltip; a point's tooltip (unit)
-#   summarylist.js   machine.json's fields in each machine button's tooltip
-#   asv_ui.js        every panel's heading (a parameter's name: machine.json's, a benchmark's)
-#   summarygrid.js   the grid's group and benchmark names, their tooltips (name, code)
-# The rest insert text (.text(), attr(), textContent), or escape it themselves (the legend's
-# labelFormatter, the category axis's labels), or draw on a canvas (axis labels), or insert
-# markup of their own making (numbers, commit hashes, fixed strings). The list was made on these
-# very files: another asv's must be read again, so a site is not published from them.
+# The bytes of asv 0.6.6's scripts, on which TEXT_AS_TEXT's places were read.
 ASV_SCRIPTS = {
     "asv.js": "sha384-fgJ1nTT0xag0FGP8wclMveFdSn9le0U5uQIZ5D/WtOw2o9pEcSvvPnypZ0eFks7r",
     "asv_ui.js": "sha384-y1vfNI3z9nw3hReB9rZg0/QhukhEMI2OnjoES8R1DmLuYct4fvquaqp+gDO1C79q",
@@ -40,113 +23,24 @@ ASV_SCRIPTS = {
     "summarylist.js": "sha384-ZTbG+GVlnhSQK/p8G5/m2Jw7qv+gdDDzD6dv/mP6AOEP8+CxD946eyhdrrShQxKl",
 }
 ASV_CHECKED = "0.6.6"
-# (script, asv's lines, the lines the site runs instead). asv's lines are found once each, whatever
-# their indentation; the lines put in their place take the indentation of the first.
-TEXT_AS_TEXT = [
-    # Tag names, over the graph.
-    (
-        "graphdisplay.js",
-        """
-        graph_div.append(
-            "<div style='position:absolute;" +
-                "left:" + p.left + "px;" +
-                "top: -2ex;" +
-                "color:#666;background:white;padding-left:0.25em;font-size:smaller;'>" + tag + "</div>");
-        """,
-        """
-        graph_div.append($(
-            "<div style='position:absolute;" +
-                "left:" + p.left + "px;" +
-                "top: -2ex;" +
-                "color:#666;background:white;padding-left:0.25em;font-size:smaller;'></div>").text(tag));
-        """,
-    ),
-    # machine.json's fields in a machine button's tooltip, a "key: value" line each (the <br/>
-    # between them stays markup), on the graph page and on the benchmark list.
-    *[
-        (
-            script,
-            "details.push(key + ': ' + val);",
-            "details.push($('<span/>').text(key + ': ' + val).html());",
-        )
-        for script in ("graphdisplay.js", "summarylist.js")
-    ],
-    # The benchmark tree: a group's name, a benchmark's name (or pretty_name), its code's tooltip.
-    (
-        "graphdisplay.js",
-        """
-        var top = $(
-            '<li class="dropdown">' +
-                '<label class="nav-header"><b class="caret-right"/> ' + parts[j] +
-                '</label><ul class="nav nav-list tree" style="display: none;"/></li>');
-        """,
-        """
-        var top = $(
-            '<li class="dropdown">' +
-                '<label class="nav-header"><b class="caret-right"/></label>' +
-                '<ul class="nav nav-list tree" style="display: none;"/></li>');
-        top.children('label').append(document.createTextNode(' ' + parts[j]));
-        """,
-    ),
-    (
-        "graphdisplay.js",
-        """var top = $('<li><a href="#' + bm_name + '">' + name + '</li>');""",
-        """var top = $('<li/>').append($('<a/>').attr('href', '#' + bm_name).text(name));""",
-    ),
-    ("graphdisplay.js", "title: bm.code,\nhtml: true,", "title: bm.code,\nhtml: false,"),
-    # A point's tooltip: its value in the benchmark's unit, and the commit.
-    ("graphdisplay.js", "title: contents,\nhtml: true,", "title: contents,\nhtml: false,"),
-    # Every panel's heading: "machine", a parameter's name (a result's or a benchmark's).
-    (
-        "asv_ui.js",
-        """
-        var panel_header = $(
-            '<div class="panel-heading">' + heading + '</div>');
-        """,
-        """var panel_header = $('<div class="panel-heading"/>').text(heading);""",
-    ),
-    # The grid: a group's name, a benchmark's name, pretty_name and code.
-    (
-        "summarygrid.js",
-        """
-        var container = $(
-            '<a class="btn benchmark-container" href="#' + bm.name +
-            '"/>');
-        var plot_div = $(
-            '<div id="summarygrid-' + bm.name + '" class="benchmark-plot"/>');
-        """,
-        """
-        var container = $('<a class="btn benchmark-container"/>').attr('href', '#' + bm.name);
-        var plot_div = $('<div class="benchmark-plot"/>').attr('id', 'summarygrid-' + bm.name);
-        """,
-    ),
-    (
-        "summarygrid.js",
-        """
-        var name = $('<div class="benchmark-text">' + display_name + '</div>');
-        name.tooltip({
-            title: bm.name,
-            html: true,
-        """,
-        """
-        var name = $('<div class="benchmark-text"/>').text(display_name);
-        name.tooltip({
-            title: bm.name,
-            html: false,
-        """,
-    ),
-    ("summarygrid.js", "title: bm.code,\nhtml: true,", "title: bm.code,\nhtml: false,"),
-    (
-        "summarygrid.js",
-        "group_container.append($('<h1>' + group + '</h1>'));",
-        "group_container.append($('<h1/>').text(group));",
-    ),
-]
+
+
+def _table(text: str) -> list[tuple[str, str, str]]:
+    """(script, asv's lines, ours) per ``@@ script`` entry of ``site_assets/text-as-text.txt``."""
+    entries = []
+    for entry in text.split("\n@@ ")[1:]:
+        script, lines = entry.split("\n", 1)
+        asvs, ours = lines.split("\n=>\n")
+        entries.append((script, asvs, ours))
+    return entries
+
+
+# Where asv's scripts build markup from a name, and what the site runs instead.
+TEXT_AS_TEXT = _table((Path(__file__).resolve().parent / "site_assets" / "text-as-text.txt").read_text())
 
 
 def check_asv_scripts(directory: Path) -> dict[str, str]:
-    """{name: text} of asv's scripts in ``directory`` (asv's www/, or a site it has just written);
-    raises ValueError naming the first that is not the known one."""
+    """{name: text} of asv's scripts in ``directory``; ValueError naming the first that is not the known one."""
     directory = Path(directory)
     texts = {name: (directory / name).read_text() for name in ASV_SCRIPTS if (directory / name).is_file()}
     if set(texts) != set(ASV_SCRIPTS):
@@ -156,7 +50,7 @@ def check_asv_scripts(directory: Path) -> dict[str, str]:
             raise ValueError(
                 f"{name} is not asv {ASV_CHECKED}'s (or was changed already): where it inserts tag, branch, "
                 "machine and benchmark names as markup was read on that one's; read this one's "
-                "(harness/history/site_scripts.py, TEXT_AS_TEXT)"
+                "(harness/history/site_assets/text-as-text.txt)"
             )
     return texts
 
@@ -174,9 +68,8 @@ def _replace_once(text: str, asvs: str, ours: str, script: str) -> str:
 
 
 def text_as_text(html_dir: Path) -> list[str]:
-    """asv's scripts in ``html_dir`` changed to insert the data's names as text wherever they built
-    markup from them (``TEXT_AS_TEXT``). Returns the scripts changed; raises ValueError, before
-    changing any, where a script is not asv's known one."""
+    """asv's scripts in ``html_dir`` changed as ``TEXT_AS_TEXT`` says. Returns the scripts changed;
+    ValueError, before changing any, where a script is not asv's known one."""
     html_dir = Path(html_dir)
     texts = check_asv_scripts(html_dir)
     changed = {}

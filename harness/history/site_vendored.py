@@ -1,15 +1,6 @@
-"""The site's vendored libraries: the copies in ``site_assets/``, their pins, the check that each copy
-is the pinned one, and the one place that talks to the npm registry (``vendor``).
-
-asv's pages load jQuery, flot, bootstrap, blueimp-md5 and stupidtable from CDNs, so its site is
-blank offline, on an air-gapped runner or an intranet mirror. The same libraries, from the npm
-registry at the versions asv names (stupid-table-plugin: npm has only 1.1.3, not asv's 1.0.1), are
-kept in ``site_assets/`` with their licences; ``site_assets/lock.json`` pins each package's tarball
-(npm's sha512 integrity) and each file's own SRI hash, which the rewritten pages carry, so a browser
-refuses a file that changed. Where npm's file is the very file the CDN serves, asv's own SRI hash
-matches it too (the tests check both). The site's own scripts live there too: ``load-failure.js``,
-pinned like a library, and ``needs-http.js``, which the pages load without an integrity attribute
-(``site_pages.py`` says why)."""
+"""The site's vendored libraries in ``site_assets/``, pinned by ``lock.json``: the check that each copy
+is the pinned one, and ``vendor``, the one place that talks to the npm registry. Why vendored, and
+how they are pinned: docs/performance-history.md, "How the site is built"."""
 
 from __future__ import annotations
 
@@ -51,9 +42,8 @@ def _fetch(url: str) -> bytes:
 
 
 def vendor(update: bool = False) -> None:
-    """Fetch each pinned package's tarball from npm, check it against the registry's integrity and the
-    lock's, and write the files the lock lists (and licences) into ``site_assets/``. With ``update``,
-    record the hashes found instead of checking them (for a deliberate version change)."""
+    """Fetch each pinned tarball from npm, check it against the registry's integrity and the lock's, and
+    write the files the lock lists into ``site_assets/``. ``update`` records the hashes found instead."""
     pins = lock()
     for name, package in pins["packages"].items():
         meta = json.loads(_fetch(f"{REGISTRY}/{name}/{package['version']}"))
@@ -74,7 +64,7 @@ def vendor(update: bool = False) -> None:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(data)
         print(f"site: {name}@{package['version']} {found[:20]}... ok")
-    for entry in (e for e in pins["files"] if e["package"] is None):  # our own files: no registry to ask
+    for entry in (e for e in pins["files"] if e["package"] is None):  # ours: no registry to ask
         found = sri((ASSETS / entry["local"]).read_bytes())
         if not update and found != entry["sri"]:
             raise ValueError(f"{entry['local']} differs from its pinned hash (`vendor --update` records a change)")

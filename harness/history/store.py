@@ -3,11 +3,9 @@
     python -m harness history store [--machine NAME]   # .asv/results -> benchmarks/history
     python -m harness history list                     # what the committed history holds
 
-Every harness command that runs or publishes asv first *seeds* ``.asv/results`` from it, so a fresh
-clone's site shows the real GPU graphs; ``store`` copies a GPU machine's new results back, to be
-committed. Both merge by ``result_merge.py``'s rules (docs/performance-history.md, "The store's
-guarantees"). The CPU smoke run's machine (``cpu-...``) is never stored: its figures would mean
-nothing beside a GPU's.
+Every harness command that runs or publishes asv first *seeds* ``.asv/results`` from it; ``store``
+copies a GPU machine's new results back, to be committed. Both merge by ``result_merge.py``'s rules
+(docs/performance-history.md, "The store's guarantees"). A CPU machine is never stored.
 
 Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's); 2 bad
 arguments, or a ``--config`` that is no asv configuration.
@@ -21,7 +19,7 @@ from pathlib import Path
 from harness.core import command_output, records
 from harness.history import result_merge
 from harness.history.asvrun import ROOT, ConfigError, add_config, results_dir
-from harness.history.result_merge import is_gpu_machine, machines_in
+from harness.history.result_merge import gpu_machines, is_gpu_machine
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -37,11 +35,9 @@ def label(path: Path) -> str:
 
 
 def seed(results_dir: Path, store: Path = STORE) -> int:
-    """Merge the committed history into ``results_dir``, benchmark by benchmark (a richer or newer
-    local copy keeps what it has). The suite's ``benchmarks.json`` is copied only where there is none:
-    asv rewrites it from this checkout's suite at every run, and that one is current. A file that
-    can't be read is left as it is, said in one line: seeding never stops a run. Returns how many
-    files were added or changed."""
+    """Merge the committed history into ``results_dir`` (benchmarks.json only where there is none: asv
+    rewrites it at every run). A file that can't be read is left as it is, said in one line: seeding
+    never stops a run. Returns how many files were added or changed."""
     merged = result_merge.merge_tree(
         Path(store), Path(results_dir), incoming_label=label(store), target_label=label(results_dir), strict=False
     )
@@ -51,9 +47,9 @@ def seed(results_dir: Path, store: Path = STORE) -> int:
 
 
 def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
-    """Merge ``machine``'s results (and the suite's benchmarks.json) into the committed history, naming
-    each file added or changed. Returns how many result files of ``machine`` the history holds. A file
-    that isn't asv's raises ValueError (schema.RecordError) before anything is written."""
+    """Merge ``machine``'s results (and benchmarks.json) into the committed history, naming each file
+    added or changed. Returns how many result files of ``machine`` it holds. ValueError where there is
+    nothing to store, or (RecordError) a file isn't asv's, before anything is written."""
     source = Path(results_dir) / machine
     if not (source / "machine.json").is_file():
         raise ValueError(f"no results for machine {machine!r} in {results_dir}")
@@ -72,13 +68,21 @@ def store(results_dir: Path, machine: str, store_dir: Path = STORE) -> int:
     return sum(path.name != "machine.json" for path in (Path(store_dir) / machine).glob("*.json"))
 
 
+def store_and_say(results_dir: Path, machine: str, who: str) -> bool:
+    """``store`` for a command (``bench --store``, ``backfill --store``): False, said in one line, where it fails."""
+    try:
+        count = store(results_dir, machine)
+    except ValueError as error:
+        print(f"{who}: nothing stored: {error}", flush=True)
+        return False
+    print(f"{who}: {count} result files of {machine} in {label(STORE)}", flush=True)
+    return True
+
+
 def commits(machine_dir: Path) -> list[str]:
     """The commit hashes a machine's stored results are for."""
-    return sorted(
-        records.read_asv_result(path)["commit_hash"]
-        for path in machine_dir.glob("*.json")
-        if path.name != "machine.json"
-    )
+    paths = [path for path in machine_dir.glob("*.json") if path.name != "machine.json"]
+    return sorted(records.read_asv_result(path)["commit_hash"] for path in paths)
 
 
 def main(argv=None) -> int:
@@ -91,29 +95,21 @@ def main(argv=None) -> int:
     for sub in (store_cmd, list_cmd):
         sub.add_argument("--history", type=Path, default=STORE, help="the history's folder (benchmarks/history)")
     args = parser.parse_args(argv)
-    if args.command == "list":
-        try:  # a truncated or foreign result file is one line, naming it
+    try:
+        if args.command == "list":
             for machine_dir in sorted(p for p in args.history.iterdir() if p.is_dir()):
                 print(f"{machine_dir.name}: {len(commits(machine_dir))} commits")
-        except (OSError, ValueError) as error:
-            print(f"history: {error}", file=sys.stderr)
-            return 1
-        return 0
-    try:
-        results = results_dir(args.config)
-    except ConfigError as error:
-        parser.error(f"--config {error}")
-    try:
+            return 0
+        try:
+            results = results_dir(args.config)
+        except ConfigError as error:
+            parser.error(f"--config {error}")
         machines = [args.machine] if args.machine else gpu_machines(results)
         if not machines:
             raise ValueError(f"no GPU machine's results in {label(results)}: nothing to store")
         for machine in machines:
             say(f"{machine}: {store(results, machine, args.history)} result files in {label(args.history)}")
-    except ValueError as error:
+    except (OSError, ValueError) as error:  # a truncated or foreign file is one line, naming it
         print(f"history: {error}", file=sys.stderr)
         return 1
     return 0
-
-
-def gpu_machines(results: Path) -> list[str]:
-    return [name for name in machines_in(results) if is_gpu_machine(results / name)]
