@@ -35,7 +35,8 @@ def measure(args) -> dict:
     why = sandbox.why_not()
     if why:
         raise ValueError(
-            f"the gate measures a kernel in a sandbox, and there is none here: {why} (it needs bubblewrap: apt-get install bubblewrap)"
+            f"the gate measures a kernel in a sandbox, and there is none here: {why} "
+            "(it needs bubblewrap: apt-get install bubblewrap)"
         )
     with kernel_source.staged(args.kernel) as kernel, contextlib.ExitStack() as stack:
         trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT)})
