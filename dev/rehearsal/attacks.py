@@ -174,7 +174,8 @@ _no_sync()
 # behind a wait (cuStreamWaitValue32, flag 0x1: equal) for a slot's word to hold the reference's
 # poison, which every batch starts by writing: a spin that runs out its time (the candidate stayed
 # frozen: another process's batch ran) clears that word, so the next batch's poison releases the
-# next link. Lazy module loading is turned off: a kernel loaded while a wait is armed waited on it.
+# next link. Loading a kernel may synchronize the context, so waits are armed only once the worker
+# said it is ready, the spin's module loaded before (lazy loading off too, for the same reason).
 QUEUED = """
 _os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
 import triton as _triton
