@@ -162,7 +162,9 @@ def run(args) -> int:
         # and decides, and never imports it (nor torch).
         from harness.gate import sandboxed
 
-        record = sandboxed.measure(args)
+        command = " ".join(["python -m harness gate", *sys.argv[1:]])
+        plan = sandboxed.Plan(args.kernel, args.rounds, args.max_rounds, args.threshold, command)
+        record = sandboxed.measure(plan)
     return report(args, record, decision.decide(record, args.threshold))
 
 

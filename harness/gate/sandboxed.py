@@ -18,8 +18,8 @@ process writes no record and times nothing: what it prints is log.
 from __future__ import annotations
 
 import contextlib
-import sys
 import tempfile
+from dataclasses import dataclass
 
 from harness.clock import judge, processes
 from harness.core import gpu_state, kernel_source, records, sandbox, workload
@@ -29,8 +29,19 @@ from harness.gate import measurement
 BASELINE = "unsloth"
 
 
-def measure(args) -> dict:
-    """The record of ``args.kernel`` measured by the clock; ValueError (exit 2) where there is no
+@dataclass(frozen=True)
+class Plan:
+    """What one measurement is asked for: the command line stops at ``cli.py``."""
+
+    kernel: str  # a commit, or a checkout's path: its committed nf4kernel/ is staged alone
+    rounds: int  # interleaved rounds first
+    max_rounds: int  # at most, while the interval straddles the threshold
+    threshold: float  # the speed-up the rounds must decide about
+    command: str  # as the record says it was run
+
+
+def measure(plan: Plan) -> dict:
+    """The record of ``plan.kernel`` measured by the clock; ValueError (exit 2) where there is no
     sandbox here or a process could not be set up."""
     why = sandbox.why_not()
     if why:
@@ -38,7 +49,7 @@ def measure(args) -> dict:
             f"the gate measures a kernel in a sandbox, and there is none here: {why} "
             "(it needs bubblewrap: apt-get install bubblewrap)"
         )
-    with kernel_source.staged(args.kernel) as kernel, contextlib.ExitStack() as stack:
+    with kernel_source.staged(plan.kernel) as kernel, contextlib.ExitStack() as stack:
         trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT)})
         unsloth_home = stack.enter_context(tempfile.TemporaryDirectory(prefix="nf4kernel-unsloth-"))
         launchers = {
@@ -50,15 +61,15 @@ def measure(args) -> dict:
             f"measuring {kernel.describe()}: the candidate in bubblewrap's sandbox, timed by the trusted clock"
         )
         with judge.session(launchers, setup, trusted) as (session, ready):
-            record = start_record(args, kernel, session.facts, ready)
+            record = start_record(plan, kernel, session.facts, ready)
             if BASELINE in session.impls:
-                measure_in(session, record, args)
+                measure_in(session, record, plan.threshold)
             if ready.get("nf4kernel", {}).get("imported_from"):
                 record["kernel"]["imported_from"] = ready["nf4kernel"]["imported_from"]
     return record
 
 
-def start_record(args, kernel: kernel_source.Staged, facts: dict, ready: dict) -> dict:
+def start_record(plan: Plan, kernel: kernel_source.Staged, facts: dict, ready: dict) -> dict:
     env = {"cuda": True, "device": facts.get("name", "?"), "copy_bytes_per_s": facts["copy_bytes_per_s"]}
     env.update({k: facts.get(k) for k in ("torch", "triton", "bitsandbytes")}, versions=gpu_state.versions())
     baseline = ready.get(BASELINE, {})
@@ -66,19 +77,19 @@ def start_record(args, kernel: kernel_source.Staged, facts: dict, ready: dict) -
     if baseline.get("error"):
         env["unsloth_error"] = baseline["error"]
     record = {
-        "command": " ".join(["python -m harness gate", *sys.argv[1:]]),
+        "command": plan.command,
         "environment": env,
-        "kernel": {"source": args.kernel, "commit": kernel.commit, "staged": str(kernel.path)},
-        "rounds": args.rounds,
-        "rounds_first": args.rounds,
-        "max_rounds": max(args.rounds, args.max_rounds),
+        "kernel": {"source": plan.kernel, "commit": kernel.commit, "staged": str(kernel.path)},
+        "rounds": plan.rounds,
+        "rounds_first": plan.rounds,
+        "max_rounds": max(plan.rounds, plan.max_rounds),
         "harness_version": records.HARNESS_VERSION,
         "clock": {"l2_bytes": facts.get("l2_bytes"), "probe_s": facts.get("probe_s")},
     }
     return record
 
 
-def measure_in(session: judge.Session, record: dict, args) -> None:
+def measure_in(session: judge.Session, record: dict, threshold: float) -> None:
     """Exactness, then timed rounds until decided; a failure anywhere becomes the record's failed check."""
     manifest = session.manifest
     record["calls_per_timing"] = session.repeats
@@ -107,7 +118,7 @@ def measure_in(session: judge.Session, record: dict, args) -> None:
             measurement.log(f"round {index + 1}: " + ", ".join(f"{n} {sum(times[n]):.3f} s" for n in names))
 
     try:
-        measurement.time_until_decided(record, add_rounds, args.threshold)
+        measurement.time_until_decided(record, add_rounds, threshold)
     except judge.Failed as failure:
         record["correctness"].append(failure.entry)
         for key in ("seconds", "round_states"):
