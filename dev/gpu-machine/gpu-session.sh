@@ -28,11 +28,12 @@ for deb in .gpu-bundle/bubblewrap_*.deb; do [ -x /tmp/bw/usr/bin/bwrap ] || [ ! 
 [ -x /tmp/bw/usr/bin/bwrap ] && export PATH=/tmp/bw/usr/bin:$PATH
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 export TRITON_CACHE_DIR=${TRITON_CACHE_DIR:-/tmp/triton-cache}
-# plant ATTACK: dev/rehearsal/attacks.py's attack appended to this checkout's nf4kernel/__init__.py.
+# plant ATTACK [TREE]: the attack of the dev/rehearsal/attacks.py this directory imports appended
+# to TREE's nf4kernel/__init__.py (default: this checkout's).
 plant() {
   python3 -c 'import sys; from pathlib import Path; from dev.rehearsal import attacks
-try: attacks.plant(Path("."), sys.argv[1])
-except ValueError as error: sys.exit(f"plant: {error}")' "$1"
+try: attacks.plant(Path(sys.argv[2]), sys.argv[1])
+except ValueError as error: sys.exit(f"plant: {error}")' "$1" "${2:-.}"
 }
 timed() { local start=$SECONDS; "$@"; local code=$?; echo "[$* -> exit $code in $((SECONDS - start)) s]"; return $code; }
 # gpu.yml's two commands that the two-GPU steps run beside each other, in the current checkout:
@@ -262,7 +263,7 @@ run_step() {
         if [ "$item" != honest ]; then
           ref=scratch-$item
           # planted with this tree's attacks.py (REV's may lack the attack): from /tmp/repo, not the clone
-          (cd "$clone" && git checkout -q -B "$ref" "$rev") && (cd /tmp/repo && python3 -c 'import sys; from pathlib import Path; from dev.rehearsal import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$clone" "$item") \
+          (cd "$clone" && git checkout -q -B "$ref" "$rev") && (cd /tmp/repo && plant "$item" "$clone") \
             && (cd "$clone" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
         fi
         (cd "$clone" && git checkout -q "$rev" 2>/dev/null || git checkout -q --detach "$rev")
@@ -285,7 +286,7 @@ run_step() {
         cand=/tmp/candidate-$item
         [ -d "$cand/.git" ] || git clone -q /tmp/repo "$cand" || exit 1
         if [ "$item" != honest ]; then
-          (cd /tmp/repo && python3 -c 'import sys; from pathlib import Path; from dev.rehearsal import attacks; attacks.plant(Path(sys.argv[1]), sys.argv[2])' "$cand" "$item") \
+          (cd /tmp/repo && plant "$item" "$cand") \
             && (cd "$cand" && git -c user.name=gpu -c user.email=gpu@localhost commit -qam "scratch: $item") || exit 1
         fi
         start=$SECONDS

@@ -153,12 +153,10 @@ class Session:
         if name not in self.trusted:
             began = time.monotonic()
             self.impls[name] = self.starter(name)
+            took = time.monotonic() - began
             self.stats["candidate_processes"] += 1
-            self.stats["starting_s"] += time.monotonic() - began
-            self.stats["last_start"] = {
-                "wall": round(time.monotonic() - began, 3),
-                **self.impls[name].said.get("setup_s", {}),
-            }
+            self.stats["starting_s"] += took
+            self.stats["last_start"] = {"wall": round(took, 3), **self.impls[name].said.get("setup_s", {})}
         self.current = name
 
     def costs(self) -> str:
@@ -311,9 +309,13 @@ class Session:
                 ]
             return entries
         finally:
-            if name not in self.trusted:
-                processes.end(self.impls[name])
-                self.current = None
+            self.retire()
+
+    def retire(self) -> None:
+        """End the candidate's process in hand: the next batch, of any name, starts anew."""
+        if self.current is not None and self.current not in self.trusted:
+            processes.end(self.impls[self.current])
+        self.current = None
 
 
 @contextlib.contextmanager

@@ -81,11 +81,12 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
     fn, source = implementation(impl)
     import torch
 
-    took, mark = {}, [began]
+    took, last = {}, began
 
     def lap(name: str) -> None:  # where a start's seconds go, for the clock's log line
+        nonlocal last
         now = time.perf_counter()
-        took[name], mark[0] = now - mark[0], now
+        took[name], last = now - last, now
 
     lap("import")
     setup, fds = messages.receive(sock)

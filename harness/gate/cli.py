@@ -162,10 +162,14 @@ def run(args) -> int:
         # and decides, and never imports it (nor torch).
         from harness.gate import sandboxed
 
-        command = " ".join(["python -m harness gate", *sys.argv[1:]])
-        plan = sandboxed.Plan(args.kernel, args.rounds, args.max_rounds, args.threshold, command)
+        plan = sandboxed.Plan(args.kernel, args.rounds, args.max_rounds, args.threshold, as_run())
         record = sandboxed.measure(plan)
     return report(args, record, decision.decide(record, args.threshold))
+
+
+def as_run() -> str:
+    """This command line, as a record says it was run."""
+    return " ".join(["python -m harness gate", *sys.argv[1:]])
 
 
 NO_GPU = "this machine sees no CUDA GPU (nvidia-smi lists none that CUDA_VISIBLE_DEVICES leaves visible)"
@@ -177,7 +181,7 @@ def unmeasured(args) -> dict:
     with kernel_source.staged(args.kernel) as kernel:
         commit = kernel.commit
     return {
-        "command": " ".join(["python -m harness gate", *sys.argv[1:]]),
+        "command": as_run(),
         "environment": {"cuda": False, "cuda_error": NO_GPU},
         "kernel": {"source": args.kernel, "commit": commit},
         "harness_version": records.HARNESS_VERSION,
