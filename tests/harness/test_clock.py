@@ -10,7 +10,6 @@ import os
 import random
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import time
@@ -242,10 +241,15 @@ def test_a_session_leaves_unchecked_exactly_the_processes_of_the_baseline_s_impl
 
 
 def test_forged_timers_change_nothing_the_clock_reads(clocked):
+    """Twice the work reads about 2x on the clock (quiet, this machine: 0.87 to 1.06 s against 0.42
+    to 0.74 s). The batches alternate and each side's fastest is compared: a busy CPU (pytest's
+    other workers) only adds time, so it can hide the attack only by slowing every honest batch."""
     session, _ = clocked
-    honest = statistics.median(session.timed_batch("honest", 0) for _ in range(3))
-    planted = statistics.median(session.timed_batch("timers", 0) for _ in range(3))
-    assert planted > 1.3 * honest  # twice the work; its clocks are its own
+    honest, planted = [], []
+    for _ in range(5):
+        honest.append(session.timed_batch("honest", 0))
+        planted.append(session.timed_batch("timers", 0))
+    assert min(planted) > 1.3 * min(honest)  # its clocks are its own; the clock's are not
 
 
 def test_a_record_printed_by_the_candidate_is_log_and_nothing_else(clocked, capfd):
