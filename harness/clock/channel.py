@@ -1,13 +1,6 @@
-"""The clock's line to a worker: two 64-bit words in a shared ``memfd``, one written by each side.
-
-The clock writes a command word (a sequence number, an operation, two operands), the worker
-carries it out and writes the answer word (the same sequence number, a value). Both sides spin on
-the other's word: a call's go-to-done costs about a microsecond of the clock's time, not a socket's
-wake-up, so what the clock times is the call. Each word is written with one aligned 8-byte store,
-which a reader sees whole.
-
-Waiting spins tightly for a while (a call), then yields the core (a batch of another worker), then
-sleeps: a worker waiting between batches leaves the cores to the one being timed.
+"""The clock's line to a worker: two 64-bit words in a shared ``memfd``, one written by each side
+with one aligned 8-byte store. Both sides spin on the other's word, so a call's go-to-done costs
+about a microsecond, not a socket's wake-up; a long wait yields the core, then sleeps.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
-"""Who holds a CUDA context on the GPU, as NVML lists them, and the wait until a candidate's are gone.
-
-Freezing a process stops its CPU, not the work its context queued: a stream waiting on memory that
-a trusted process writes later, a kernel launched just before a call answered, a second process of
-its own. So the clock ends a candidate's processes before anything else is timed or checked, and
-before it goes on, NVML must list no process on the GPU but those that held a context before any
-candidate's process started (the reference, the trusted baseline): the driver drops a process from
-that list only once its context, and everything queued in it, is gone. The set is compared as NVML
-reports it, so it holds whatever PID namespace NVML answers in.
+"""Who holds a CUDA context on the GPU, as NVML lists them, and the wait until a candidate's are gone:
+the driver drops a process from that list only once its context, and everything queued in it, is
+gone. Compared as NVML reports it, in whatever PID namespace NVML answers in.
 """
 
 from __future__ import annotations

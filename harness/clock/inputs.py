@@ -1,20 +1,7 @@
-"""The inputs the trusted side chooses and the slots the calls write into, as one manifest both
-sides read: the reference process builds the weights (bitsandbytes quantizes them, on its device)
-and lays their tensors out in a region it lends read-only; each call process rebuilds the
-``(W, quant_state)`` pairs from the manifest, as views of that region, and writes its outputs into
-the slots region.
-
-Two kinds of weight:
-
-* **Challenge A's**: each MLP (up, gate, down) as the puzzle builds it (``workload.build_mlp``), in
-  ``variants`` copies of different seeds, so that a batch's calls read more than L2 holds and a
-  memoized answer is wrong for the next copy. The first copy is the puzzle's own weights.
-* **The regression check's suite** (``suite``): each weight of the asv suite, in copies likewise.
-* **The exactness matrix** (``MATRIX``): NF4 and FP4, nested and plain absmax, fp16/bf16/fp32,
-  blocksizes from 64 to 4096, sizes no row or block divides, and the transposed packing
-  (``[1, n/2]``, as a ``Linear4bit`` on some devices hands it), each written once and checked.
-
-A weight belongs to a slot group: slots of its group's size, written by its calls.
+"""The inputs the trusted side chooses and the slots the calls write into, as one manifest both sides
+read: Challenge A's MLPs, the regression check's suite and the exactness matrix, each weight in a
+slot group. The reference lays them out in a region it lends read-only; each call process rebuilds
+``(W, quant_state)`` as views of it (docs/harness-code.md, "The trusted clock").
 """
 
 from __future__ import annotations

@@ -1,27 +1,7 @@
-"""The trusted clock: it never imports torch, a kernel or Unsloth. It starts the reference process
-and one call process per implementation, hands out the regions, and times batches on its own clock:
-each call from its command to its answer, a batch the sum of its calls (the reference's checks in
-between are not timed: they would cost both sides alike, and an answer given before the work ends
-is what they catch).
-
-Per batch (``plan.py``): the reference poisons the slots; the call process is thawed; each call is
-timed from the command to the answer; drawn calls are checked by the reference right after they
-answer, and every slot's last output after the last call; then the process is frozen and the
-reference's probe must find the GPU quiet (work queued and left running shows there, instead of
-slowing whoever is timed next). Every call must have taken at least the time its bytes need at the
-copy bandwidth the reference measured. The baseline (``OWN_OUTPUT``) is timed on the puzzle's own
-call and never checked: it is trusted, and the puzzle's figure is against that call.
-
-Nothing of a candidate runs while anything else is timed or checked: a batch of another process
-than the one in hand ends every candidate process first (``enter``), waits until NVML lists no
-process on the GPU but those that held a context before any candidate started (``contexts.py``),
-and starts a new process for the next; a trusted process (the baseline, the oracle) stays, frozen.
-Consecutive batches of one process share it, so the gate's alternating rounds start a candidate
-process every other round; the exactness check has one of its own.
-
-What fails (an output not bit for bit the reference's, a call that failed, a call faster than its
-bytes allow, a GPU left busy, a candidate's context still on the GPU) ends the timing and is
-reported as a failed correctness check: the gate's verdict is then "incorrect", whatever the times.
+"""The trusted clock: it never imports torch, a kernel or Unsloth. It starts the reference and a call
+process per implementation, times each call from its command to its answer, has the reference check
+drawn outputs, and ends every candidate process before anything else is timed or checked. What a
+batch is and why: docs/harness-code.md, "The trusted clock".
 """
 
 from __future__ import annotations

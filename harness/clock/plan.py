@@ -1,19 +1,7 @@
-"""What a batch asks for, decided by the clock when the batch starts and shown to the call process
-one call at a time: pure, so it is tested without a GPU.
-
-Challenge A's batch keeps the puzzle's loop, ``repeats`` x (up, gate, down) with every call
-synchronized (a suite weight's batch, the regression check's: ``repeats`` calls of it), and draws
-for each repeat which copy of the weights it reads (never the copy just read) and for each call
-which slot it writes (never one that already holds this weight's output, nor, where there is
-another, the one just written). Together the copies and the slots outgrow L2 (``pool``): no call
-reads its input or finds its output warm, and a call that skips its work leaves a slot holding
-another weight's output or the poison the batch started with. The reference checks ``checks``
-calls drawn at random, right after each, and every slot's last output at the end.
-
-A batch opens with ``warmup`` repeats drawn the same way and not timed (``timed_from``): the first
-calls after the process is thawed ran about 1.4x slower than the rest of their batch on an H200
-(benchmarks/results/regression-aa-h200), as cores and clocks woke up. The call process can't tell
-them from the timed ones, and they are checked alike.
+"""What a batch asks for, drawn by the clock when the batch starts and shown to the call process one
+call at a time: which copy each repeat reads, which slot each call writes, which calls are checked
+and which open it untimed. Pure, so it is tested without a GPU (docs/harness-code.md, "The trusted
+clock").
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The clock's processes: started with their socket and channel, stopped whole between their
-batches, ended whole.
-
-Each process runs on a core of its own where this one has cores enough (``cores``): the clock and
-the process it times both spin, and neither then waits for a core the other, the reference or the
-job's other work holds. A call process is frozen (``SIGSTOP`` to it and every process descended
-from it, found through ``/proc`` until no new one appears) between its batches. Freezing stops its
-CPU, not what its CUDA context queued, so a candidate's processes are ended, not frozen, before
-anything else is timed (``judge.Session.enter``, ``contexts.py``); only trusted ones stay frozen.
+"""The clock's processes: started with their socket and channel, each on a core of its own where
+there are cores enough, frozen whole between their batches (``SIGSTOP`` to the process and every
+descendant: its CPU, not its GPU work, so candidates are ended instead: ``judge.Session.enter``),
+ended whole.
 """
 
 from __future__ import annotations

@@ -2,14 +2,10 @@
 
     python -P -m harness._process reference SOCKET_FD CHANNEL_FD
 
-It builds what the clock asks for (``inputs.py``: Challenge A's weights or the regression check's
-suite, in copies, and the exactness matrix) with bitsandbytes on its device, keeps each weight's
-expected output from bitsandbytes (``oracle.py``) in memory of its own, lends the inputs
-(read-only) and the output slots, and measures the device's copy bandwidth and a fixed copy's time
-(the physics the clock checks the calls against). Then it answers the clock: ``CHECK w s`` (is
-slot ``s`` bit for bit weight ``w``'s expected output?), ``POISON`` (every slot to 0xFF bytes, NaN in
-every float dtype), ``PROBE`` (the fixed copy's microseconds now: slower than alone means another
-process has work on the GPU).
+It builds the inputs with bitsandbytes, keeps each weight's expected output (``oracle.py``), lends
+the inputs (read-only) and the slots, measures the copy bandwidth and a fixed copy's time, then
+answers ``CHECK w s`` (slot ``s`` bit for bit weight ``w``'s?), ``POISON`` (every slot to 0xFF) and
+``PROBE`` (the fixed copy's microseconds now: slower means other work on the GPU).
 """
 
 from __future__ import annotations

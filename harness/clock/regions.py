@@ -1,11 +1,7 @@
-"""Memory the reference process owns and lends by file descriptor: the inputs it chose and the
-output slots the calls write into. The candidate's process maps them; it owns none of them.
-
-On the GPU, a CUDA VMM allocation exported as a POSIX file descriptor (``cuMemCreate`` with
-``CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR``, ``cuMemExportToShareableHandle``): unlike the legacy
-``cudaIpc*`` handles (``torch.multiprocessing``'s), it crosses the PID namespace bubblewrap makes, as
-any descriptor passed over a Unix socket does (``deploy/node/vmm_probe.py`` saw it on an H200). On the
-CPU (the tests), a ``memfd`` mapped by both sides. Either way a ``Region`` hands out torch views.
+"""Memory the reference process owns and lends by file descriptor: the inputs and the output slots.
+On the GPU a CUDA VMM allocation exported as a POSIX descriptor (it crosses bubblewrap's PID
+namespace, as legacy CUDA IPC handles don't); on the CPU a ``memfd``. A ``Region`` hands out torch
+views.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Each process of the clock waits for its GPU by spinning: ``CU_CTX_SCHED_SPIN`` on every visible
-device's primary context, set before torch, or the implementation's import, creates the context.
-
-Left to the driver, a synchronized call on an H200 waited through the scheduler. In one process on
-one core (``tools/probes/clock_gap.py``, ``benchmarks/results/trusted-clock-waits-h200``), the
-puzzle's calls took nf4kernel 35.0 / 27.8 / 61.4 us and Unsloth 63.3 / 62.9 / 93.4 us; spinning,
-30.5 / 20.9 / 54.6 and 44.9 / 36.6 / 73.7. The wake-up cost most where a call waits most
-(Unsloth's), and it varied from run to run, so the clock's figure moved with it. Spinning costs a
-core, which each of the clock's processes has of its own (``processes.cores``).
+device's primary context, set before anything creates it. Left to the driver, the wake-up added
+most to the calls that wait most (Unsloth's) and varied from run to run (docs/harness-code.md,
+"The trusted clock").
 """
 
 from __future__ import annotations

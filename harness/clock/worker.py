@@ -2,16 +2,10 @@
 
     python -P -m harness._process worker IMPL SOCKET_FD CHANNEL_FD
 
-It imports ``IMPL`` (``nf4kernel``: whichever the path puts first, the staged candidate in its
-sandbox; ``unsloth``; ``bitsandbytes``), receives the manifest and the regions from the clock,
-rebuilds the weights as views of memory it does not own (the inputs read-only), compiles by calling
-each weight twice, says it is ready, then carries out the clock's commands: ``CALL w s`` dequantizes
-weight ``w`` into slot ``s`` through the implementation's ``fast_dequantize(W, quant_state, out=)``
-and synchronizes, then answers. Unsloth, the baseline, makes the puzzle's own call instead,
-``fast_dequantize(W, quant_state)`` into an output of its own: it is trusted, so its output needs no
-checking, and Challenge A's figure then keeps the puzzle's baseline (``judge.OWN_OUTPUT``). It
-times nothing, checks nothing and writes no record: whatever it prints is log, and whatever it
-answers only says "done".
+It imports ``IMPL`` (``nf4kernel``, whichever the path puts first; ``unsloth``; ``bitsandbytes``),
+rebuilds the weights as views of memory it does not own, warms up, says it is ready, then answers
+``CALL w s``: weight ``w`` dequantized into slot ``s`` and synchronized (Unsloth, trusted, makes the
+puzzle's own call into an output of its own). It times, checks and records nothing.
 """
 
 from __future__ import annotations
