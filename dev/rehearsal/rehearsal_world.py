@@ -17,7 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -27,6 +27,7 @@ from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness.core import gpu_types, policy
 from harness.core.git import output
 from harness.core.paths import ROOT
+from harness.core.policy import GpuType
 
 STANDINS = ROOT / "dev" / "rehearsal" / "standins"
 GPU_CPUS = ROOT / "tools" / "gpu-runner" / "gpu-cpus.sh"  # a GPU's share of the host's cores, the JIT loop's split
@@ -40,6 +41,35 @@ JOB_LINE = re.compile(r"^\[(?P<job>[^\]]+)\] (?P<rest>.*)$")
 
 
 IDENTITY = ("user.name=rehearsal", "user.email=rehearsal@localhost")  # the scratch commits' author
+
+
+def dump_types(types: dict[str, GpuType], policy_tables: dict | None = None) -> str:
+    """The file's text for ``types`` and the ``[policy.*]`` tables given (comments are not kept):
+    what a rehearsal commits in its world."""
+    lines = []
+    for gpu in types.values():
+        lines.append(f"[{gpu.name}]")
+        for name in (f.name for f in fields(GpuType) if f.name != "name"):
+            value = getattr(gpu, name)
+            lines.append(f"{name} = {str(value).lower() if isinstance(value, bool) else json.dumps(value)}")
+        lines.append("")
+    for name, table in (policy_tables or {}).items():
+        lines += [f"[policy.{name}]", *(f"{key} = {json.dumps(value)}" for key, value in table.items()), ""]
+    return "\n".join(lines)
+
+
+def only_on(types: dict[str, GpuType], names: tuple[str, ...]) -> dict[str, GpuType]:
+    """``types`` with ``pull_requests`` and ``history`` true for ``names`` alone (a rehearsal's machine
+    has its own GPUs only); ValueError for a name that is no type."""
+    unknown = sorted(set(names) - set(types))
+    if unknown or not names:
+        raise ValueError(f"no GPU type {unknown or '(none given)'}; the types: {', '.join(types)}")
+    return {name: replace(gpu, pull_requests=name in names, history=name in names) for name, gpu in types.items()}
+
+
+def of_device(device_name: str, types: dict[str, GpuType]) -> list[str]:
+    """The types a GPU named ``device_name`` is of (its name as torch or nvidia-smi give it)."""
+    return [gpu.name for gpu in types.values() if gpu.runs(device_name)]
 
 
 def git(*args: str, cwd: Path, check: bool = True) -> str:
@@ -134,7 +164,7 @@ class World:
         path = self.work / gpu_types.FILE.relative_to(ROOT)
         types = gpu_types.load(path)
         names = names or tuple(t.name for t in types.values() if t.pull_requests)[:1]
-        path.write_text(gpu_types.dump(gpu_types.only_on(types, names), policy.read(path).get("policy")))
+        path.write_text(dump_types(only_on(types, names), policy.read(path).get("policy")))
         git("add", str(path), cwd=self.work)
         git("commit", "-q", "--allow-empty", "-m", f"rehearsal: the GPU jobs run on {', '.join(names)}", cwd=self.work)
         git("push", "-q", "origin", "HEAD:refs/heads/main", cwd=self.work)

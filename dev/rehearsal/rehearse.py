@@ -64,7 +64,7 @@ import time
 from pathlib import Path
 
 from dev.rehearsal import act
-from dev.rehearsal.rehearsal_world import Run, World, git
+from dev.rehearsal.rehearsal_world import Run, World, git, of_device
 from dev.rehearsal.scenarios import SCENARIOS, check
 from harness.core import command_output, exits, gpu_types
 from harness.core.gpu_state import gpu_here
@@ -80,7 +80,7 @@ def local_gpus() -> list[tuple[str, str]]:
     found = []
     for line in done.stdout.splitlines():
         index, _, name = line.partition(",")
-        found += [(index.strip(), t) for t in gpu_types.of_device(name.strip(), types)[:1]]
+        found += [(index.strip(), t) for t in of_device(name.strip(), types)[:1]]
     return found
 
 

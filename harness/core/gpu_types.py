@@ -1,6 +1,6 @@
 """The GPU types the GPU checks run on, and each type's gate threshold, as the workflows ask for them
-(read and checked by ``policy.py``, the one reader of ``.github/gpu-types.toml``), and the file a
-rehearsal writes for its own GPUs. Standard library only, as ``policy.py``.
+(read and checked by ``policy.py``, the one reader of ``.github/gpu-types.toml``). Standard library
+only, as ``policy.py``.
 
     python -m harness gpu-types pull-requests     # ["h100", "h200"]: gpu.yml's matrix
     python -m harness gpu-types history           # the types history.yml measures
@@ -12,41 +12,11 @@ Exit 0; 2 with one line where the file is missing or wrong, or the type is not i
 from __future__ import annotations
 
 import json
-from dataclasses import fields, replace
 from pathlib import Path
 
 from harness.core import command_output
 from harness.core.policy import FILE, GpuType
 from harness.core.policy import gpu_types as load
-
-
-def dump(types: dict[str, GpuType], policy_tables: dict | None = None) -> str:
-    """The file's text for ``types`` and the ``[policy.*]`` tables given (comments are not kept):
-    what a rehearsal commits in its world."""
-    lines = []
-    for gpu in types.values():
-        lines.append(f"[{gpu.name}]")
-        for field in (f.name for f in fields(GpuType) if f.name != "name"):
-            value = getattr(gpu, field)
-            lines.append(f"{field} = {str(value).lower() if isinstance(value, bool) else json.dumps(value)}")
-        lines.append("")
-    for name, table in (policy_tables or {}).items():
-        lines += [f"[policy.{name}]", *(f"{key} = {json.dumps(value)}" for key, value in table.items()), ""]
-    return "\n".join(lines)
-
-
-def only_on(types: dict[str, GpuType], names: tuple[str, ...]) -> dict[str, GpuType]:
-    """``types`` with ``pull_requests`` and ``history`` true for ``names`` alone (a rehearsal's machine
-    has its own GPUs only); ValueError for a name that is no type."""
-    unknown = sorted(set(names) - set(types))
-    if unknown or not names:
-        raise ValueError(f"no GPU type {unknown or '(none given)'}; the types: {', '.join(types)}")
-    return {name: replace(gpu, pull_requests=name in names, history=name in names) for name, gpu in types.items()}
-
-
-def of_device(device_name: str, types: dict[str, GpuType]) -> list[str]:
-    """The types a GPU named ``device_name`` is of (its name as torch or nvidia-smi give it)."""
-    return [gpu.name for gpu in types.values() if gpu.runs(device_name)]
 
 
 def named(name: str, path: Path = FILE) -> GpuType:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import recorded
 
+from dev.rehearsal import rehearsal_world
 from harness.core import exits, gpu_types, records
 from harness.core.paths import ROOT
 from harness.gate import cli as gate
@@ -92,16 +93,17 @@ def test_a_wrong_file_is_refused_naming_what(tmp_path, text, problem):
 
 def test_a_rehearsal_world_keeps_every_type_but_runs_on_its_own(tmp_path):
     types = gpu_types.load()
-    only = gpu_types.only_on(types, ("h200",))
+    only = rehearsal_world.only_on(types, ("h200",))
     path = tmp_path / "gpu-types.toml"
-    path.write_text(gpu_types.dump(only))
+    path.write_text(rehearsal_world.dump_types(only))
     assert gpu_types.load(path) == only
     assert [t.name for t in only.values() if t.pull_requests] == ["h200"] and set(only) == set(types)
     assert [t.name for t in only.values() if t.history] == ["h200"]
     with pytest.raises(ValueError, match="no GPU type"):
-        gpu_types.only_on(types, ("a100",))
-    assert gpu_types.of_device("NVIDIA H100 80GB HBM3", types) == ["h100"]
-    assert gpu_types.of_device("Tesla T4", types) == ["t4"] and gpu_types.of_device("NVIDIA A100", types) == []
+        rehearsal_world.only_on(types, ("a100",))
+    assert rehearsal_world.of_device("NVIDIA H100 80GB HBM3", types) == ["h100"]
+    assert rehearsal_world.of_device("Tesla T4", types) == ["t4"]
+    assert rehearsal_world.of_device("NVIDIA A100", types) == []
 
 
 @pytest.mark.parametrize(
