@@ -33,7 +33,6 @@ MATRIX = (
     ("nf4 nested bf16 64 transposed", "nf4", True, "bfloat16", 64, (256, 512), True),
     ("fp4 plain fp16 128 transposed", "fp4", False, "float16", 128, (128, 384), True),
 )
-TENSORS = ("packed", "absmax", "code", "offset", "absmax2", "code2")
 
 
 @dataclass
