@@ -287,7 +287,7 @@ def pins(session: nox.Session) -> None:
 
     Nothing is downloaded; set PIP_EXTRA_INDEX_URL as the installing steps do."""
     install(session, "-r", CI_TOOLS_REQUIREMENTS)
-    session.run("python", "-m", "harness", "pins")
+    session.run("python", "-m", "tools.pins")
 
 
 @nox.session(default=False)

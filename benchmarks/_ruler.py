@@ -6,7 +6,7 @@ importable, so ``harness`` here is always this checkout's and every commit is me
 
 Every figure of one run comes from one process (``measure``, called by asv's ``setup_cache``), so
 Unsloth, which takes about 30 s to import, is imported once per run; Unsloth's classic path, which
-Unsloth chooses at import, is measured in one more process (``harness/core/classic.py``).
+Unsloth chooses at import, is measured in one more process (``_classic.py``).
 
 Nothing here touches CUDA at import: asv imports every benchmark module to discover it.
 """
@@ -17,8 +17,10 @@ import os
 import statistics
 import time
 
-from harness.core import classic, workload
+from harness.core import workload
 from harness.core.workload import DTYPES, SHAPES, key
+
+from . import _classic
 
 __all__ = ["DTYPES", "SHAPES", "key", "measure", "ratio"]
 
@@ -100,7 +102,7 @@ def measure(baselines=None, shapes=SHAPES, dtypes=DTYPES, log=print) -> dict:
     if "unsloth_classic" in baselines:
         log("ruler: Unsloth's classic path in its own process (UNSLOTH_BNB_TRITON=0)")
         weights = [key(shape, dtype) for shape in shapes for dtype in dtypes]
-        found = classic.in_own_process(["--weights", *weights], CLASSIC_TIMEOUT_S)
+        found = _classic.in_own_process(["--weights", *weights], CLASSIC_TIMEOUT_S)
         if "error" in found:
             errors["unsloth_classic"] = found["error"]
         else:

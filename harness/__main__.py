@@ -25,7 +25,6 @@ COMMANDS = {
     "site": ("harness.history.site", "the history's site: publish, preview"),
     "approval": ("harness.github.approval", "a /gpu-approve comment checked; the gpu status posted"),
     "gpu-tests": ("harness.github.gpu_tests", "main's tests on a PR's staged kernel, sandboxed"),
-    "pins": ("harness.github.pins", "every pin has a wheel for every leg"),
     "gpu-types": ("harness.core.gpu_types", "the GPU types and their thresholds"),
     "sandbox": ("harness.core.sandbox", "a command in the sandbox a PR's code runs in (a runner's check)"),
 }

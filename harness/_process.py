@@ -3,7 +3,6 @@ these, and ``python -m harness`` (the program for people) does not list them.
 
     python -P -m harness._process reference SOCKET_FD CHANNEL_FD     the clock's reference (clock/reference.py)
     python -P -m harness._process worker IMPL SOCKET_FD CHANNEL_FD   a call process (clock/worker.py)
-    python -P -m harness._process classic --weights W... [--rounds N]   Unsloth's classic path (core/classic.py)
 
 Started wrongly, each says so in one line and exits 2.
 """
@@ -17,7 +16,6 @@ import sys
 PROCESSES = {
     "reference": "harness.clock.reference",
     "worker": "harness.clock.worker",
-    "classic": "harness.core.classic",
 }
 
 

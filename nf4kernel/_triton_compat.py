@@ -8,7 +8,7 @@ way. Each is read through an accessor here, which takes that refusal path when
   the kernel launches through Triton's public path, and a warning says so once, at the first use, or
 * this torch or Triton lacks the handle or refuses it (looked up once, at import), or
 * its name is in ``DISABLED``: a measurement turns a handle off to see what it saves
-  (``tools/probes/host_ab.py --without NAME``; the names are ``HANDLES``' keys). ``disable`` and
+  (``python -m studies.probes.host_ab --without NAME``; the names are ``HANDLES``' keys). ``disable`` and
   ``enable`` change the set. ``launch_cache`` reads some handles once, at import,
   and a plan keeps what it was made with: change the set before ``nf4kernel.api`` is imported, as
   host_ab's measuring processes do.
@@ -212,9 +212,9 @@ def direct_launcher(compiled, grid: int, tail: tuple, pointers: tuple):
     Triton's launcher takes every kernel parameter in order, constexprs included. Pointers go as
     integers, which it passes through unchecked (a tensor would cost a driver query each). All but
     the stream and ``out`` is one tuple made here, so a call builds one argument tuple and nothing
-    else (``tools/probes/host_ab.py --each-handle`` measures what each handle saves). A launcher that takes other
-    arguments raises TypeError before launching: the caller calls ``refused`` and launches through
-    Triton."""
+    else (``python -m studies.probes.host_ab --each-handle`` measures what each handle saves). A
+    launcher that takes other arguments raises TypeError before launching: the caller calls
+    ``refused`` and launches through Triton."""
     if compiled is None or not direct_launches():
         return None
     run, function, metadata = compiled.run, compiled.function, compiled.packed_metadata

@@ -285,7 +285,7 @@ def _tile_row(result: dict, source: str) -> tuple[int, int, str, int]:
 # branch holding its files). Every program waits (``gdc_wait``) for the kernel before it to finish
 # before touching memory, whatever that kernel is, so the order of writes and reads is the stream's
 # as without PDL. The kernel's ``PDL`` is 0 (off) or 1 (wait; the next kernel is scheduled as
-# programs exit). Earlier triggers (tools/probes/pdl_probe.py builds them around this kernel) are
+# programs exit). Earlier triggers (studies/probes/pdl_probe.py builds them around this kernel) are
 # probes, not shipped. Hopper (sm_90) on; ``NF4KERNEL_PDL=0`` turns it off.
 PDL_MODE = 1
 PDL_MIN_ARCH = 90

@@ -65,13 +65,13 @@ run_step() {
     nox-tests) python3 -m nox --no-venv -s tests -- -q -p no:cacheprovider -rfE --tb=short > "$OUT/nox-tests.log" 2>&1; echo "nox exit $?"; tail -n 30 "$OUT/nox-tests.log" ;;
     host-ab:*)
       # The planned call's host time, this tree against REV's nf4kernel, judged against an
-      # unchanged torch call in each process (tools/probes/host_ab.py). host-ab:REV[:PAIRS]
+      # unchanged torch call in each process (studies/probes/host_ab.py). host-ab:REV[:PAIRS]
       spec=${step#host-ab:}; rev=${spec%%:*}; pairs=${spec#*:}; [ "$pairs" = "$spec" ] && pairs=16
       mkdir -p "/tmp/before-$rev" && git archive "$rev" nf4kernel | tar -x -C "/tmp/before-$rev" || exit 1
-      timed python3 tools/probes/host_ab.py "/tmp/before-$rev" --pairs "$pairs" --cpu 5 --json "$OUT/host-ab.json" 2>&1 | tee "$OUT/host-ab.log" | tail -n 3 ;;
+      timed python3 -m studies.probes.host_ab "/tmp/before-$rev" --pairs "$pairs" --cpu 5 --json "$OUT/host-ab.json" 2>&1 | tee "$OUT/host-ab.log" | tail -n 3 ;;
     host-handles:*)
       # Each private handle of nf4kernel/_triton_compat.py off in turn against all on, N rounds.
-      timed python3 tools/probes/host_ab.py --each-handle --pairs "${step#host-handles:}" --cpu 5 --json "$OUT/host-handles.json" 2>&1 \
+      timed python3 -m studies.probes.host_ab --each-handle --pairs "${step#host-handles:}" --cpu 5 --json "$OUT/host-handles.json" 2>&1 \
         | tee "$OUT/host-handles.log" | tail -n 14 ;;
     ruler)
       # The asv suite's ruler on one weight with every baseline (Unsloth's classic path in its own
@@ -297,12 +297,12 @@ run_step() {
       done
       tar czf "$OUT/test-job-runs.tgz" -C /tmp test-job-runs ;;
     gap@*)
-      # What separates the clock's figure from the in-process one, on GPU G (tools/probes/clock_gap.py).
+      # What separates the clock's figure from the in-process one, on GPU G (studies/probes/clock_gap.py).
       gpu=${step#gap@}
-      timed on_gpu "$gpu" python3 tools/probes/clock_gap.py --json "$OUT/clock-gap.json" > "$OUT/clock-gap.log" 2>&1
+      timed on_gpu "$gpu" python3 -m studies.probes.clock_gap --json "$OUT/clock-gap.json" > "$OUT/clock-gap.log" 2>&1
       tail -n 6 "$OUT/clock-gap.log" ;;
     gaps@*)
-      # Where the clock's call processes lose time: tools/probes/clock_gap.py on GPU G on
+      # Where the clock's call processes lose time: studies/probes/clock_gap.py on GPU G on
       # its share of the cores, on one core (as the clock pins a call process), on one core with CUDA
       # spinning while it waits, and on one core while the core's other thread spins (what the
       # clock's spinning beside a call costs where they share a core). lscpu's cores first.
@@ -316,12 +316,12 @@ run_step() {
         CUDA_VISIBLE_DEVICES=$gpu timed "$@" --json "$dir/$name.json" > "$dir/$name.log" 2>&1
         echo "--- $name"; grep -A5 "^cores" "$dir/$name.log"
       }
-      probe share taskset -c "$cpus" python3 tools/probes/clock_gap.py
-      probe one-core taskset -c "$one" python3 tools/probes/clock_gap.py
-      probe one-core-spin taskset -c "$one" python3 tools/probes/clock_gap.py --spin
+      probe share taskset -c "$cpus" python3 -m studies.probes.clock_gap
+      probe one-core taskset -c "$one" python3 -m studies.probes.clock_gap
+      probe one-core-spin taskset -c "$one" python3 -m studies.probes.clock_gap --spin
       if [ -n "$other" ]; then
         taskset -c "$other" python3 -c "while True: pass" & spinner=$!
-        probe one-core-beside-a-spinning-thread taskset -c "$one" python3 tools/probes/clock_gap.py
+        probe one-core-beside-a-spinning-thread taskset -c "$one" python3 -m studies.probes.clock_gap
         kill "$spinner"
       fi ;;
     aa-regression:* | regression-plant:*)
@@ -388,8 +388,8 @@ run_step() {
       done
       grep -h "^nf4kernel vs Unsloth\|^PASS\|^FAIL" "$OUT"/planted-*.log | tail -n 20 ;;
     sweep) python3 -m studies.sweep --json "$OUT/sweep.json" 2>&1 | tee "$OUT/sweep.log" ;;
-    pdl) timed python3 tools/probes/pdl_probe.py 2>&1 | tee "$OUT/pdl-probe.txt" ;;
-    ceiling) timed python3 tools/probes/challenge_ceiling.py 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
+    pdl) timed python3 -m studies.probes.pdl_probe 2>&1 | tee "$OUT/pdl-probe.txt" ;;
+    ceiling) timed python3 -m studies.probes.challenge_ceiling 2>&1 | grep -v "^Unsloth\|^==\|^ \\\\\|^O^O\|^\"-" | tee "$OUT/challenge-ceiling.log" ;;
     gate3)
       for i in 1 2 3; do
         python3 -m harness gate --json "$OUT/gate-$i.json" > "$OUT/gate-$i.log" 2>&1

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from dev.rehearsal import act, act_ci
-from harness.github import pins
+from tools import pins
 
 # Where nox installed requirements/ci-tools.txt, a missing act raises here: loud, not a skip.
 if (reason := act.why_not_here()) is not None:

@@ -7,7 +7,7 @@ places (a value replaced by arbitrary JSON, a field or element removed, one adde
 checker, which must return or raise ``records.RecordError`` and nothing else; and to the command
 that decides on it (in this process, through the program: ``program.main([command, *argv])``),
 which must exit with one of its documented codes. Arguments: every command of ``python -m harness``
-(and the studies, the private entry point) given 100 argument lists of its own words and arbitrary
+(and the studies, the private entry point, the pins' check) given 100 argument lists of its own words and arbitrary
 text, with stand-ins for what it would measure, start or fetch.
 
 Bounded (``max_examples``, no deadline: a verdict's bootstrap takes tens of milliseconds) and
@@ -41,8 +41,9 @@ from dev.rehearsal import __main__ as workshop
 from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness import __main__ as program
 from harness.core import gpu_state, records
-from harness.github import approval, pins
+from harness.github import approval
 from harness.regression import clocked
+from tools import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "benchmarks" / "history" / "h200"
@@ -345,7 +346,7 @@ def an_index_with_nothing(monkeypatch):
 @HUNDRED
 @given(argv=st.lists(ARGUMENT, max_size=3))
 def test_pins_given_any_arguments_answers_with_an_exit_code(an_index_with_nothing, argv):
-    code, out, err = run(program.main, ["pins", *argv])
+    code, out, err = run(pins.main, argv)
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
 
 
@@ -616,7 +617,7 @@ def test_the_private_entry_point_given_any_arguments_refuses_in_one_line(argv):
 
 # The commands above have tests of their own, with stand-ins for their measuring; these get one test:
 # up to five words from their own --help (options, sub-commands, choices) and ARGUMENT's text.
-COVERED_ABOVE = {"gate", "regression", "pins", "approval", "site", "act-ci"}
+COVERED_ABOVE = {"gate", "regression", "approval", "site", "act-ci"}
 PROGRAMS = {"harness": program, "dev.rehearsal": workshop}  # the workshop's program is held alike
 EVERY_OTHER = sorted((name, c) for name, p in PROGRAMS.items() for c in p.COMMANDS if c not in COVERED_ABOVE)
 

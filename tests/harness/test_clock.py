@@ -494,8 +494,6 @@ def test_a_frozen_process_tree_runs_nothing_until_thawed(tmp_path):
         ("harness._process", ["worker", "nf4kernel", "97", "98"]),
         ("harness._process", ["reference", "x"]),
         ("harness._process", ["reference", "97", "98"]),
-        ("harness._process", ["classic", "--weights", "4096x1024 bfloat16"]),  # not started with UNSLOTH_BNB_TRITON=0
-        ("harness._process", ["classic"]),  # no --weights: the suite's weights are all it times
     ],
 )
 def test_a_process_started_wrongly_says_so_in_one_line_and_exits_2(module, words):

@@ -6,7 +6,7 @@ exit code (random and hostile argument lists for the same programs: test_any_inp
   OverflowError traceback); a --config that is no asv configuration likewise.
 * ``python -m nf4kernel.targets 999``: exit 2, one line, before anything is compiled (was an LLVM
   abort, exit 134).
-* ``python -m harness pins`` with no index answering: exit 3, "no verdict" (was "every pin
+* ``python -m tools.pins`` with no index answering: exit 3, "no verdict" (was "every pin
   has a wheel for every leg", exit 0).
 * A regression record with a pass of one round: refused, exit 2 (was PASS).
 * ``python -m studies.sweep``/``perf``: their usage names them as they are typed (was
@@ -28,9 +28,9 @@ import pytest
 import recorded
 
 from dev.rehearsal import act_ci
-from harness.github import pins
 from harness.history import asv_site, site
 from harness.regression import cli as regression
+from tools import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -112,7 +112,7 @@ def test_targets_takes_every_target_ci_compiles_for():
     assert all(targets.assembles(arch) for arch in targets.targets())
 
 
-# --- harness.github.pins --------------------------------------------------------------------------------
+# --- tools.pins -----------------------------------------------------------------------------------------------
 
 
 def test_pins_with_no_index_answering_decides_nothing_and_exits_3(monkeypatch, capsys):

@@ -62,6 +62,18 @@ def test_no_module_of_the_harness_or_a_workflow_imports_the_studies():
     assert not users and not workflows
 
 
+WORKSHOP = ("tools", "studies", "benchmarks", "dev", "tests")
+
+
+def test_no_module_of_the_harness_imports_the_workshop():
+    """The judge imports downward only: the workshop beside it (the pins check, the studies and
+    probes, the asv suite, the development sessions, the tests) may import the harness, never the
+    other way."""
+    every = [*modules(), HARNESS / "__main__.py"]
+    users = [p for p in every if {n.split(".")[0] for n in imported_modules(p)} & set(WORKSHOP)]
+    assert not users
+
+
 def imported_modules(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):

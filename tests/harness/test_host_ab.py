@@ -1,18 +1,12 @@
-"""tools/probes/host_ab.py's parts that need no GPU: the verdict over pairs of processes, and its answers
+"""studies/probes/host_ab.py's parts that need no GPU: the verdict over pairs of processes, and its answers
 where it can't measure."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "tools" / "probes" / "host_ab.py"
-spec = importlib.util.spec_from_file_location("host_ab", SCRIPT)
-host_ab = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(host_ab)
+from studies.probes import host_ab
 
 
 def pair(before_planned, before_torch, after_planned, after_torch):

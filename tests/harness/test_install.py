@@ -23,7 +23,7 @@ import pytest
 from packaging.version import Version
 
 from dev.rehearsal import act
-from harness.github import pins
+from tools import pins
 
 ROOT = pins.ROOT
 REQUIREMENTS = ROOT / "requirements"

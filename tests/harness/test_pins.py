@@ -1,4 +1,4 @@
-"""harness/github/pins.py: which Pythons ci.yml installs on, which listed wheels serve which Python, and the
+"""tools/pins/ (python -m tools.pins): which Pythons ci.yml installs on, which listed wheels serve which Python, and the
 real pins against the real index; and the promised Python versions agree everywhere."""
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 
 from dev.rehearsal import act
-from harness.github import package_index, pin_inputs, pins
-from harness.github.package_index import IndexFile
+from tools import pins
+from tools.pins import inputs, package_index
+from tools.pins.package_index import IndexFile
 
 ROOT = pins.ROOT
 
@@ -43,7 +44,7 @@ def test_the_pythons_come_from_every_setup_python_step_matrix_expanded(tmp_path)
     }
     path = tmp_path / "ci.yml"
     path.write_text(yaml.safe_dump(workflow))
-    assert pin_inputs.ci_pythons(path) == ["3.11", "3.12", "3.13"]
+    assert inputs.ci_pythons(path) == ["3.11", "3.12", "3.13"]
 
 
 @pytest.mark.parametrize(
@@ -99,20 +100,20 @@ def test_a_files_own_index_options_name_where_its_pins_are_looked_up(tmp_path):
         "# torch alone\n--index-url https://download.example/whl/cpu/\n--extra-index-url=https://more.example/simple\n"
         "-r other.txt\ntorch==2.13.0  # the CPU build\n"
     )
-    assert [str(r) for _, r in pin_inputs.pins([requirements])] == ["torch==2.13.0"]
+    assert [str(r) for _, r in inputs.pins([requirements])] == ["torch==2.13.0"]
     environ = {"PIP_EXTRA_INDEX_URL": "https://env.example/simple"}
-    assert pin_inputs.file_indexes(requirements, environ) == [
+    assert inputs.file_indexes(requirements, environ) == [
         "https://download.example/whl/cpu",
         "https://more.example/simple",
         "https://env.example/simple",
     ]
     plain = tmp_path / "plain.txt"
     plain.write_text("nox==2026.10.20\n")
-    assert pin_inputs.file_indexes(plain, {}) == [package_index.PYPI]
+    assert inputs.file_indexes(plain, {}) == [package_index.PYPI]
 
 
 def test_the_promised_pythons_agree_with_the_ci_legs():
-    legs = pin_inputs.ci_pythons()
+    legs = inputs.ci_pythons()
     oldest = legs[0]
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     requires = SpecifierSet(project["project"]["requires-python"])
@@ -174,19 +175,19 @@ def test_option_lines_continuations_and_hashes_are_read_as_pip_reads_them(tmp_pa
         "pyyaml==6.0.3 --hash=sha256:89ab\n"
         "nox==2026.10.20  # the tool\n"
     )
-    assert [str(r) for _, r in pin_inputs.pins([requirements])] == [
+    assert [str(r) for _, r in inputs.pins([requirements])] == [
         "torch==2.13.0",
         "pyyaml==6.0.3",
         "nox==2026.10.20",
     ]
-    assert pin_inputs.file_indexes(requirements, {}) == ["https://first.example/simple", "https://more.example/simple"]
+    assert inputs.file_indexes(requirements, {}) == ["https://first.example/simple", "https://more.example/simple"]
 
 
 def test_a_line_that_is_no_requirement_names_its_file_and_line(tmp_path):
     requirements = tmp_path / "broken.txt"
     requirements.write_text("# pins\nnox==2026.10.20\ntorch=2.13.0\n")
-    with pytest.raises(pin_inputs.BadInput, match=r"broken.txt:3: 'torch=2.13.0' is not a requirement"):
-        pin_inputs.pins([requirements])
+    with pytest.raises(inputs.BadInput, match=r"broken.txt:3: 'torch=2.13.0' is not a requirement"):
+        inputs.pins([requirements])
 
 
 def workflow_file(tmp_path, jobs) -> object:
@@ -207,10 +208,10 @@ def test_a_matrix_with_include_and_exclude_expands_as_github_expands_it(tmp_path
         "include": [{"python": "3.14", "os": "ubuntu"}, {"os": "arm", "extra": True}],
     }
     jobs = {"tests": {"strategy": {"matrix": matrix}, "steps": [setup_python("${{matrix.python}}")]}}
-    assert pin_inputs.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.12", "3.14"]
+    assert inputs.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.12", "3.14"]
     only_include = {"include": [{"python": "3.13"}, {"python": "3.11"}]}
     jobs = {"tests": {"strategy": {"matrix": only_include}, "steps": [setup_python("${{ matrix.python }}")]}}
-    assert pin_inputs.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.13"]
+    assert inputs.ci_pythons(workflow_file(tmp_path, jobs)) == ["3.11", "3.13"]
 
 
 @pytest.mark.parametrize(
@@ -228,8 +229,8 @@ def test_a_matrix_with_include_and_exclude_expands_as_github_expands_it(tmp_path
     ],
 )
 def test_a_workflow_pins_cannot_read_its_pythons_from_is_refused_by_place(tmp_path, jobs, said):
-    with pytest.raises(pin_inputs.BadInput) as error:
-        pin_inputs.ci_pythons(workflow_file(tmp_path, jobs))
+    with pytest.raises(inputs.BadInput) as error:
+        inputs.ci_pythons(workflow_file(tmp_path, jobs))
     assert said in str(error.value) and str(error.value).startswith("ci.yml: ")
 
 

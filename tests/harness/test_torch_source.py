@@ -18,9 +18,8 @@ from pathlib import Path
 import pytest
 
 import noxfile
-from harness.github import pins
+from harness.core.paths import ROOT
 
-ROOT = pins.ROOT
 CLOSED = "http://127.0.0.1:9"
 # What nox needs to start the tests session and build the shared environment up to torch's install.
 NEEDED = ("noxfile.py", "pyproject.toml", "README.md", "LICENSE", "requirements", "nf4kernel")

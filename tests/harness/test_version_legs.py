@@ -13,12 +13,11 @@ import pytest
 import yaml
 
 import noxfile
-from harness.github import pins
+from harness.core.paths import ROOT
 from nf4kernel import _triton_compat
 
-ROOT = pins.ROOT
 sys.path.insert(0, str(ROOT / "tools" / "release"))
-import support_table  # noqa: E402
+import support_table
 
 RECORDS = support_table.read_records(support_table.RECORDS)
 CI_RUN_LEG = re.compile(r"^(?:NF4KERNEL_TORCH=\S+ )?nox -s kernel_tests -- torch==(\S+) triton==(\S+)", re.MULTILINE)

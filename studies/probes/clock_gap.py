@@ -2,7 +2,7 @@
 implementation's time per call in one process, step by step from the puzzle's loop towards the
 clock's conditions, and the clock's channel round trip alone.
 
-    python tools/probes/clock_gap.py [--rounds 3] [--json FILE]
+    python -m studies.probes.clock_gap [--rounds 3] [--json FILE]
 
 Per call, synchronized, Challenge A's 1000 x (up, gate, down) per MLP, medians over rounds whose
 order of implementations reverses every other round:
@@ -25,7 +25,6 @@ do) instead of the driver's choice.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -35,12 +34,11 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))
-
-from harness.clock import channel as ch  # noqa: E402
-from harness.clock import plan, processes, spin  # noqa: E402
-from harness.core import workload  # noqa: E402
+from harness.clock import channel as ch
+from harness.clock import plan, processes, spin
+from harness.core import workload
+from harness.core.command_output import Parser
+from harness.core.paths import ROOT
 
 MODES = ("puzzle", "out", "cold", "region")
 ANSWER = """import sys
@@ -127,7 +125,7 @@ def per_call_us(fn, calls) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python tools/probes/clock_gap.py", description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m studies.probes.clock_gap", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--spin", action="store_true", help="CUDA spins while it waits (CU_CTX_SCHED_SPIN)")

@@ -1,9 +1,9 @@
 """A planned call's host time: this tree's nf4kernel against an older one, or against itself with private handles off.
 
     git archive f73259b nf4kernel | tar -x -C /tmp/before
-    python tools/probes/host_ab.py /tmp/before --pairs 20 [--cpu 5] [--json FILE]
-    python tools/probes/host_ab.py --without tensor_guards [--without raw_stream ...] --pairs 20
-    python tools/probes/host_ab.py --each-handle --pairs 10 [--cpu 5] [--json FILE]
+    python -m studies.probes.host_ab /tmp/before --pairs 20 [--cpu 5] [--json FILE]
+    python -m studies.probes.host_ab --without tensor_guards [--without raw_stream ...] --pairs 20
+    python -m studies.probes.host_ab --each-handle --pairs 10 [--cpu 5] [--json FILE]
 
 Judged against the process-to-process effect ("a fix must not cost the planned call's host time").
 ``--without NAME`` (repeatable) compares this tree with every handle on ("before") against this
@@ -35,7 +35,9 @@ import sys
 import timeit
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from harness.core.command_output import Parser
+from harness.core.paths import ROOT
+
 CALLS, REPEATS = 2000, 7
 
 
@@ -167,7 +169,7 @@ def run_child(before: Path | None, cpu: int | None, without: tuple[str, ...] = (
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m studies.probes.host_ab", description=__doc__.split("\n\n")[0])
     parser.add_argument("before", nargs="?", type=Path, help="a folder holding the older nf4kernel/")
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--cpu", type=int, help="pin every process to this core (taskset)")

@@ -1,6 +1,6 @@
 """How close 14336x4096 bf16 gets to copy bandwidth, and what stands between (the target: 93%).
 
-    python tools/probes/bandwidth_probe.py [--quick]
+    python -m studies.probes.bandwidth_probe [--quick]
 
 For each tile variant (num_warps, tiles per program, 16-byte stores per thread, eviction), checked
 bit-exact first: the kernel's time replayed from a CUDA graph (no launch gaps). Then, for the
@@ -10,19 +10,19 @@ default tile, the same launches back to back from the host, and ``dequantize()``
 
 from __future__ import annotations
 
-import argparse
 import itertools
 
 import torch
 
 import nf4kernel
 from harness.core import workload
+from harness.core.command_output import Parser
 from nf4kernel import kernel as K
 from studies import sweep
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m studies.probes.bandwidth_probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer variants")
     args = parser.parse_args(argv)
     layer, tensors, layout, expected, out, moved, copy_bw = sweep.streaming_case()

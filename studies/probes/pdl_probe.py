@@ -1,6 +1,6 @@
 """Does programmatic dependent launch close the gap between back-to-back launches?
 
-    python tools/probes/pdl_probe.py [--rounds 5]
+    python -m studies.probes.pdl_probe [--rounds 5]
 
 14336x4096 bf16 through ``dequantize()`` back to back reached about 90% of copy on an H200 without PDL, while
 the kernel replayed from a CUDA graph reaches 92 to 94%: the rest is the gap between one kernel's
@@ -25,7 +25,6 @@ built with ``kernel.tile_of`` and launched through ``launch.arguments(..., tile=
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import torch
@@ -35,6 +34,7 @@ from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 import nf4kernel
 from harness.core import workload
+from harness.core.command_output import Parser
 from nf4kernel import kernel as K
 from nf4kernel import launch
 from nf4kernel.kernel import dequantize_4bit_kernel
@@ -107,7 +107,7 @@ def variant(tensors, layout, out, tile: dict, mode: int):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m studies.probes.pdl_probe", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args(argv)
     if torch.cuda.get_device_capability() < (9, 0):

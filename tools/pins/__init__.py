@@ -1,10 +1,10 @@
 """Every pinned requirement has a wheel for every Python that ci.yml installs it on.
 
-    python -m harness pins            # exit 0: every pin has a wheel for every leg; 1: lists what has none
+    python -m tools.pins              # exit 0: every pin has a wheel for every leg; 1: lists what has none
 
 The package indexes are asked, nothing downloaded; ci.yml and requirements/*.txt are read by
-``pin_inputs.py``, the indexes asked by ``package_index.py``, and this module matches wheels to legs.
-How, and why not pip: docs/harness-code.md.
+``inputs.py``, the indexes asked by ``package_index.py``, and this module matches wheels to legs.
+How, and why not pip: tools/README.md.
 
 Exit 3 undecided: no index of some requirements file answered, so the file is named ``UNCHECKED``
 (a pin found missing elsewhere still exits 1). Exit 2 bad input, one line naming the file and where.
@@ -24,8 +24,8 @@ from packaging.version import InvalidVersion, Version
 
 from harness.core import command_output
 from harness.core.paths import ROOT
-from harness.github.package_index import IndexFile, Lister, list_from_indexes
-from harness.github.pin_inputs import CI_WORKFLOW, REQUIREMENT_FILES, BadInput, ci_pythons, file_indexes, pins
+from tools.pins.inputs import CI_WORKFLOW, REQUIREMENT_FILES, BadInput, ci_pythons, file_indexes, pins
+from tools.pins.package_index import IndexFile, Lister, list_from_indexes
 
 # The hosted runner (ubuntu-latest: 24.04, x86-64, glibc 2.39) accepts manylinux wheels up to 2.39;
 # the legacy manylinux1/2010/2014 names are the glibc 2.5/2.12/2.17 ones.
@@ -134,7 +134,7 @@ def _admits(requires_python: str | None, python: str) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    command_output.Parser(prog="python -m harness pins", description=__doc__.split("\n\n")[0]).parse_args(argv)
+    command_output.Parser(prog="python -m tools.pins", description=__doc__.split("\n\n")[0]).parse_args(argv)
     try:
         pythons = ci_pythons()
         pinned = pins()

@@ -1,6 +1,6 @@
 """How far Challenge A's ratio over Unsloth can go on this machine, whatever our host code does.
 
-python tools/probes/challenge_ceiling.py [--rounds 7]
+python -m studies.probes.challenge_ceiling [--rounds 7]
 
 Challenge A synchronizes after every call, so each call costs host work + launch latency + kernel +
 synchronize, and only the host work before the launch is ours to cut. This script times, in the
@@ -23,13 +23,13 @@ below a target, no safe implementation with our kernel reaches that target on th
 
 from __future__ import annotations
 
-import argparse
 import statistics
 
 import torch
 
 import nf4kernel
 from harness.core import workload
+from harness.core.command_output import Parser
 from nf4kernel import launch_cache
 from studies import utils
 
@@ -102,7 +102,7 @@ def graph_impl(layers) -> callable:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(prog="python -m studies.probes.challenge_ceiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=7)
     args = parser.parse_args(argv)
 

@@ -1,9 +1,9 @@
 """Unsloth's classic dequantize path (bitsandbytes' ctypes kernels), timed beside nf4kernel in a
 process of its own: Unsloth chooses the path at import, by ``UNSLOTH_BNB_TRITON=0``. The asv suite
-(``benchmarks/_ruler.py``) starts this process once per run (``in_own_process``) and reads the one
-JSON line it prints, ``{"shapes": {weight: {name: [seconds per call, one per round]}}}``.
+(``_ruler.py``) starts this process once per run (``in_own_process``) and reads the one JSON line
+it prints, ``{"shapes": {weight: {name: [seconds per call, one per round]}}}``.
 
-    UNSLOTH_BNB_TRITON=0 python -P -m harness._process classic --weights "4096x1024 bfloat16" --rounds 5
+    UNSLOTH_BNB_TRITON=0 python -P -m benchmarks._classic --weights "4096x1024 bfloat16" --rounds 5
 
 Exit 0: measured; 2: not started with ``UNSLOTH_BNB_TRITON=0``, or a weight that is not the suite's;
 4: no CUDA GPU.
@@ -23,13 +23,14 @@ from harness.core.paths import ROOT
 
 def in_own_process(arguments: list[str], timeout: float) -> dict:
     """This module's JSON line, run with ``arguments`` on the nf4kernel this process imports (its
-    folder first on the child's path, then this harness), or ``{"error": why}``."""
+    folder first on the child's path, then this checkout: its harness and this suite), or
+    ``{"error": why}``."""
     import nf4kernel
 
     kernel_root = Path(nf4kernel.__file__).resolve().parent.parent
     env = {**os.environ, "UNSLOTH_BNB_TRITON": "0", "PYTHONPATH": kernel_source.python_path(kernel_root, ROOT)}
     # -P: the current directory's nf4kernel is not the one under test.
-    command = [sys.executable, "-P", "-m", "harness._process", "classic", *arguments]
+    command = [sys.executable, "-P", "-m", "benchmarks._classic", *arguments]
     try:
         done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
@@ -57,7 +58,7 @@ def suite_weights(weights: list[str], rounds: int) -> dict:
 def main(argv=None) -> int:
     from harness.core import workload
 
-    parser = command_output.Parser(prog="python -P -m harness._process classic", description=__doc__.split("\n\n")[0])
+    parser = command_output.Parser(prog="python -P -m benchmarks._classic", description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds (5)")
     parser.add_argument("--weights", nargs="+", required=True, help='the suite\'s weights, each "OUTxIN dtype"')
     args = parser.parse_args(argv)
@@ -80,3 +81,7 @@ def main(argv=None) -> int:
         return exits.NO_GPU
     print(json.dumps(suite_weights(args.weights, args.rounds)))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -15,7 +15,7 @@ import yaml
 from packaging.requirements import InvalidRequirement, Requirement
 
 from harness.core.paths import ROOT
-from harness.github.package_index import index_urls
+from tools.pins.package_index import index_urls
 
 CI_WORKFLOW = ROOT / ".github" / "workflows" / "ci.yml"
 REQUIREMENT_FILES = sorted(p for p in (ROOT / "requirements").glob("*.txt") if p.name != "gpu-runner.txt")

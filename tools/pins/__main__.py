@@ -1,0 +1,5 @@
+import sys
+
+from tools.pins import main
+
+sys.exit(main())
