@@ -20,6 +20,8 @@ from pathlib import Path
 from harness.core import command_output, exits, kernel_source
 from harness.core.paths import ROOT
 
+from . import _timers
+
 
 def in_own_process(arguments: list[str], timeout: float) -> dict:
     """This module's JSON line, run with ``arguments`` on the nf4kernel this process imports (its
@@ -51,7 +53,7 @@ def suite_weights(weights: list[str], rounds: int) -> dict:
     impls = {"nf4kernel": workload.implementation("nf4kernel"), "unsloth_classic": workload.implementation("unsloth")}
     shapes = {}
     for name in weights:
-        shapes[name] = workload.synchronized_per_call(impls, workload.suite_weight(*name.split()), rounds)
+        shapes[name] = _timers.synchronized_per_call(impls, workload.suite_weight(*name.split()), rounds)
     return {"shapes": shapes}
 
 
@@ -75,8 +77,8 @@ def main(argv=None) -> int:
                 f"{', '.join(workload.DTYPES)})"
             )
     try:
-        workload.require_gpu("classic")
-    except workload.NoGpu as error:
+        _timers.require_gpu("classic")
+    except _timers.NoGpu as error:
         print(error, file=sys.stderr)
         return exits.NO_GPU
     print(json.dumps(suite_weights(args.weights, args.rounds)))

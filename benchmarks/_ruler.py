@@ -1,4 +1,5 @@
-"""The asv suite's figures, composed from the one measuring stack (``harness/core/workload.py``).
+"""The asv suite's figures: the weights and implementations of ``harness/core/workload.py``, timed by
+``_timers.py``.
 
 The kernel measured is whichever nf4kernel is first on the path: this checkout's, or a commit's
 staged alone by the backfill (``harness/core/kernel_source.py``: nothing else of that commit's tree is
@@ -20,7 +21,7 @@ import time
 from harness.core import workload
 from harness.core.workload import DTYPES, SHAPES, key
 
-from . import _classic
+from . import _classic, _timers
 
 __all__ = ["DTYPES", "SHAPES", "key", "measure", "ratio"]
 
@@ -62,11 +63,11 @@ def measure_shape(shape: str, dtype: str, impls: dict) -> dict:
     exact = {name: torch.equal(ours(layer), fn(layer)) for name, fn in impls.items() if name != "nf4kernel"}
     moved = workload.bytes_moved(layer)
     figures = {
-        "kernel_s": workload.kernel_seconds(lambda: ours(layer)),
-        "copy_s": workload.kernel_seconds(workload.device_copy(moved)),  # timed as the kernel is
+        "kernel_s": _timers.kernel_seconds(lambda: ours(layer)),
+        "copy_s": _timers.kernel_seconds(workload.device_copy(moved)),  # timed as the kernel is
         "bytes_moved": moved,
         "peak_bytes": workload.peak_bytes(ours, layer),
-        "synchronized_s": workload.synchronized_per_call(impls, layer),
+        "synchronized_s": _timers.synchronized_per_call(impls, layer),
         "exact": exact,  # bit-identical to each baseline's output (recorded, not required)
     }
     return figures
@@ -78,7 +79,7 @@ def measure(baselines=None, shapes=SHAPES, dtypes=DTYPES, log=print) -> dict:
     that need it are skipped with that reason; nf4kernel's own figures are always measured."""
     import torch
 
-    workload.require_gpu("the GPU suite")
+    _timers.require_gpu("the GPU suite")
     baselines = baselines_wanted() if baselines is None else tuple(baselines)
     impls, errors = {"nf4kernel": workload.implementation("nf4kernel")}, {}
     import nf4kernel

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 
+from benchmarks import _timers
 from harness.core import exits, workload
 
 
@@ -24,7 +25,7 @@ def interleaved_rounds(
     anything with ``layers`` (an ``Mlp4bit``)."""
     for fn in impls.values():
         for each in workloads:
-            workload.time_calls(fn, each.layers, warmup)
+            _timers.loop_seconds(fn, each.layers, warmup)
     times = {name: [] for name in impls}
     for r in range(rounds):
         for name, seconds in one_round(impls, workloads, r, calls).items():
@@ -41,7 +42,7 @@ def one_round(impls: dict, workloads: Sequence, index: int, calls: int = workloa
     times = {name: [0.0] * len(workloads) for name in impls}
     for name in order:
         for i, each in enumerate(workloads):
-            times[name][i] = workload.time_calls(impls[name], each.layers, calls)
+            times[name][i] = _timers.loop_seconds(impls[name], each.layers, calls)
     return times
 
 
@@ -68,9 +69,9 @@ def unsloth_version() -> str:
 
 
 def exit_without_gpu(what: str) -> None:
-    """A command's form of ``workload.require_gpu``: one line and exit 4."""
+    """A command's form of ``_timers.require_gpu``: one line and exit 4."""
     try:
-        workload.require_gpu(what)
-    except workload.NoGpu as error:
+        _timers.require_gpu(what)
+    except _timers.NoGpu as error:
         print(f"{error} (exit {exits.NO_GPU})")
         raise SystemExit(exits.NO_GPU) from None

@@ -1,13 +1,12 @@
-"""The one measuring stack: the weights timed (Challenge A's MLPs, the asv suite's weights), the
-implementations (``implementation(name)``) and how they are timed. Nothing here imports torch at
-import, so that asv's discovery and the regression check's trusted parent can read it. What
-it holds and who uses it: docs/harness-code.md.
+"""The weights every figure times (Challenge A's MLPs, the asv suite's weights), the implementations
+(``implementation(name)``), and what the clock checks calls against (bytes moved, copy bandwidth,
+peak memory). Nothing here imports torch at import, so that asv's discovery and the regression
+check's trusted parent can read it (docs/harness-code.md).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -34,11 +33,6 @@ SHAPES = {
 # bfloat16 first: asv's graphs open on the first value of a parameter when all of them would be too
 # many lines (6 shapes x 2 dtypes > 8), and most 4-bit models compute in bf16.
 DTYPES = ("bfloat16", "float16")
-
-# The synchronized loop on one suite weight: interleaved rounds of calls, each call synchronized.
-SUITE_ROUNDS = 5
-SUITE_CALLS = 100  # calls per implementation per round
-SUITE_WARMUP = 3  # calls per implementation before the rounds
 
 IMPLEMENTATIONS = ("nf4kernel", "bitsandbytes", "unsloth")
 
@@ -121,41 +115,6 @@ def implementation(name: str) -> Callable:
 # --- Timing ---------------------------------------------------------------------------------------
 
 
-def time_calls(fn: Callable, layers: Sequence, calls: int) -> float:
-    """Seconds for ``calls`` x (each of ``layers``), synchronizing after every call (the puzzle's loop)."""
-    import torch
-
-    sync = torch.cuda.synchronize
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        for layer in layers:
-            fn(layer)
-            sync()
-    return time.perf_counter() - start
-
-
-def synchronized_per_call(impls: dict, layer, rounds: int = SUITE_ROUNDS) -> dict:
-    """Per-call seconds with ``torch.cuda.synchronize()`` after every call (Challenge A's loop) on one
-    weight: host cost, launch latency and kernel together. ``{name: [seconds per call, one per round]}``."""
-    for fn in impls.values():  # compiling and planning outside the timed rounds, as the puzzle does
-        time_calls(fn, (layer,), SUITE_WARMUP)
-    times = {name: [] for name in impls}
-    for r in range(rounds):  # the order reversed every other round, so drift (clocks, heat) hits all alike
-        for name in list(impls) if r % 2 == 0 else list(reversed(impls)):
-            times[name].append(time_calls(impls[name], (layer,), SUITE_CALLS) / SUITE_CALLS)
-    return times
-
-
-def kernel_seconds(fn: Callable) -> float:
-    """A call's GPU time in seconds, cold L2 (``triton.testing.do_bench``'s median): do_bench zeroes a
-    256 MB buffer before every call, so the weight streams from HBM, as it does when a model's layers
-    take turns, and the host runs ahead of the GPU, so the events time the kernel, not the launch."""
-    import triton.testing
-
-    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3
-
-
 def event_time(fn: Callable, repeats: int, warmup: int = 5) -> float:
     """Seconds per call of ``fn``, back to back on the GPU, timed by CUDA events."""
     import torch
@@ -207,21 +166,6 @@ def device_copy(moved_bytes: int) -> Callable:
 def copy_bandwidth(moved_bytes: int = 1 << 29, repeats: int = 50) -> float:
     """Device copy bandwidth in bytes/s (read + written), back to back (``event_time``)."""
     return moved_bytes / event_time(device_copy(moved_bytes), repeats)
-
-
-# --- Where there is no GPU ------------------------------------------------------------------------
-
-
-class NoGpu(NotImplementedError):
-    """No CUDA GPU here. A NotImplementedError: what asv reads as "skip this benchmark"."""
-
-
-def require_gpu(what: str) -> None:
-    """NoGpu naming ``what`` where torch sees no CUDA GPU."""
-    import torch
-
-    if not torch.cuda.is_available():
-        raise NoGpu(f"{what}: no CUDA GPU here: it times the kernel on a GPU; nothing to measure")
 
 
 def device_name() -> str:
