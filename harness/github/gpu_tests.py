@@ -1,33 +1,14 @@
 """The GPU test job: correctness judged on the trusted side first, then by this checkout's tests (the
 default branch's), on a pull request's kernel, in bubblewrap's sandbox; then the PR's own suite,
-sandboxed too, as a further signal.
+sandboxed too, as a further signal. The three steps and why: docs/harness-code.md.
 
     python -m harness gpu-tests CANDIDATE [--no-sandbox] [--device cuda|cpu] [-- PYTEST_ARGS...]
 
-0. **The reference process's check** (``checked_by_the_reference``): the trusted clock's session over
-   the exactness matrix (``clock/inputs.py``: NF4 and FP4, nested and plain absmax, fp16/bf16/fp32,
-   blocksizes 64 to 4096, sizes no row or block divides, the transposed packing), the candidate
-   writing each output into a slot the reference then compares bit for bit with bitsandbytes'
-   (``torch.equal``), in a process that never imports the candidate. Pytest runs inside the
-   candidate's process, where its ``__init__.py`` can rewrite the reports: its passes are the
-   candidate's word, so they can fail the job, never pass a wrong kernel (docs/gpu-approval.md).
-1. **This checkout's kernel tests** (``tests/`` without ``tests/harness``: FP4, fp32 output, plain
-   absmax, odd sizes, ``out=``, the transposed packing, ``patch()``) against CANDIDATE's
-   ``nf4kernel/`` staged alone (``kernel_source.py``: its committed ``.py`` files), first on the path.
-   ``tests/conftest.py`` refuses to start (exit 4) if the kernel it imports is any other copy. The PR
-   can't edit these tests: they are the default branch's.
-2. **The PR's own kernel tests** that differ from this checkout's (a test file it adds or edits; all
-   of them where its ``tests/conftest.py`` differs), in its checkout (read-only, its own code),
-   sandboxed. Those it left as they are ran in step 1 on the same kernel.
-
-Each run is ``python -m pytest -n auto -p no:cacheprovider`` inside the sandbox (``sandbox.py``):
-nothing of the job's is visible, nothing it could write outlives it, no network. All run even if
-one fails; the exit code is the first failure's (3 an output the reference found wrong, or a kernel
-it could not check; pytest's: 1 tests failed, 4 the kernel is not the staged one, 5 no tests ran),
-0 when all passed, 2 for bad arguments or a CANDIDATE with no kernel to stage, 126 when there is no
-sandbox here (``--no-sandbox`` runs without: the overhead's measurement, a machine without
-bubblewrap; the workflow never passes it). ``--device cpu`` checks in Triton's interpreter (the
-CPU tests' path; the workflow's is the GPU).
+All steps run even if one fails; the exit code is the first failure's: 3 an output the reference
+found wrong, or a kernel it could not check; pytest's (1 tests failed, 4 the kernel is not the
+staged one, 5 no tests ran); 0 when all passed; 2 bad arguments or a CANDIDATE with no kernel to
+stage; 126 no sandbox here (``--no-sandbox`` runs without; the workflow never passes it).
+``--device cpu`` checks in Triton's interpreter.
 """
 
 from __future__ import annotations
