@@ -1,14 +1,8 @@
-"""The kernel under test, and nothing else of its tree.
-
-The harness judges a kernel with its own code and takes from the tree under test only its
-``nf4kernel/`` ``.py`` files, written byte for byte from the commit's blobs (``git cat-file``: no
-``.gitattributes`` applies) into a temporary folder put first on the measuring process's path.
+"""The kernel under test, and nothing else of its tree: the ``nf4kernel/`` ``.py`` files of a commit
+(a hash, a branch, ``HEAD~1``, or another checkout's HEAD, fetched here so asv can record it),
+written byte for byte from its blobs into a folder put first on the measuring process's path.
 Anything else in the package (a ``.so``, a data file, a symlink, a submodule) is refused with
 SourceError, so every line that runs is one a reviewer can read (docs/gpu-approval.md).
-
-A *source* is a commit of this repository (a hash, a branch, ``HEAD~1``) or the path of another
-git checkout (the PR's, beside this one), whose HEAD commit is then fetched into this repository
-so that asv can record results under it.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""Markdown tables: the one renderer behind the gate's, the A/A check's, the regression check's and
-the training benchmark's tables (job summaries, printed text, committed results).
-
-Two layouts. Without ``widths``, the compact one GitHub reads: ``| a | b |`` under a rule of
-``---`` or ``---:`` per column. With ``widths``, each cell is padded to its column's width so the
-table also lines up where it is printed (a terminal, a log); its rule is dashes only, as wide as
-the column or its heading, whichever is wider.
-
-A record's strings are the measured code's to choose (a pull request's kernel runs in the measuring
-process): ``text`` makes one inert in a table cell or a line of a summary, and in the job's log,
-where the runner acts on a line that starts with ``::`` and on ``##[`` anywhere in a line.
+"""Markdown tables, the one renderer behind every table the harness prints or commits: GitHub's
+compact layout, or padded to ``widths`` to line up in a log. A record's strings are the measured
+code's to choose, so ``text`` makes one inert in a table cell, a summary and the job's log (where the
+runner acts on ``::`` at a line's start and ``##[`` anywhere).
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
-"""The one reader of ``.github/gpu-types.toml``, the reviewed file of the verdicts' policy: the GPU
-types the checks run on, each with its gate threshold (``gpu_types()``; the command the workflows run
-is ``gpu_types.py``), and every threshold, minimum change, round count, resample count and seed the
-gate, the regression check, the trusted clock's checks and the history's change points decide by
-(``[policy.gate]``, ``[policy.regression]``, ``[policy.clock]``, ``[policy.changepoints]``). Standard
-library only: the workflows' hosted jobs read the GPU types with the runner image's Python, before
-anything is installed.
-
-The trusted checkout's file decides a PR's verdict: a PR that edits its own copy changes nothing of
-it (the rehearsal's ``self-pass`` scenario). A file that can't be read, or a field missing, unknown
-or of the wrong kind, is a ValueError naming the file and the field.
+"""The one reader of ``.github/gpu-types.toml``, the reviewed policy of the verdicts: the GPU types
+and their gate thresholds (``gpu_types()``), and every threshold, round count, resample count and
+seed of the gate, the regression check, the clock and the change points (``[policy.*]``). The
+trusted checkout's file decides, whatever a PR edits in its own. Standard library only (the hosted
+jobs read it before anything is installed); a file or field that can't be read is a ValueError
+naming the file and the field.
 """
 
 from __future__ import annotations

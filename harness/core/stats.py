@@ -1,12 +1,8 @@
-"""The harness's statistics, in one place: the confidence level, the random generator, the bootstrap
-of a median, the percentile interval of bootstrap draws, the upper bound of a rate. Pure functions
-on numbers, tested on small known inputs (``tests/harness/test_stats.py``).
-
-numpy is imported inside the functions that use it, never at the top: the change-point study runs
-with ``requirements/harness.txt`` alone and takes ``rate_upper_95`` (``math`` only) from here.
-``generator(seed)`` is numpy's ``default_rng``; ``python_stream(seed)`` draws as Python's
-``random.Random(seed)`` did, so that every committed gate record replays to the interval it was
-decided with, digit for digit. Each caller keeps its own resamples and seed, and says why.
+"""The harness's statistics: the confidence level, the random generators, the bootstrap of a median,
+the percentile interval, the upper bound of a rate. Pure functions on numbers. numpy is imported
+inside the functions that use it (the change-point study runs without it); ``python_stream(seed)``
+draws as ``random.Random(seed)`` did, so every committed gate record replays to its interval digit
+for digit.
 """
 
 from __future__ import annotations
