@@ -54,8 +54,6 @@ class StableExistingEnvironment(ExistingEnvironment):
 
 BASELINES_ENV = "NF4KERNEL_BENCH_BASELINES"  # read by benchmarks/_ruler.py in the measuring process
 
-_NF4KERNEL_ONLY = r"^gpu\.(KernelTime|TimeOverCopy|PeakGpuMemory)\."
-
 
 @dataclass(frozen=True)
 class Suite:
@@ -68,7 +66,9 @@ class Suite:
 
 SUITES = {
     "gpu": Suite(r"^(gpu|training)\.", "all", "the GPU suite, with Unsloth and bitsandbytes, and the training step"),
-    "nf4kernel-only": Suite(_NF4KERNEL_ONLY, "none", "nf4kernel's own figures (no baseline imported)"),
+    "nf4kernel-only": Suite(
+        r"^gpu\.(KernelTime|TimeOverCopy|PeakGpuMemory)\.", "none", "nf4kernel's own figures (no baseline imported)"
+    ),
     "cpu": Suite(r"^cpu_interpreter\.", "none", "the CPU-interpreter smoke benchmarks"),
 }
 

@@ -122,8 +122,6 @@ class Series:
     machine: str
     benchmark: str
     params: tuple  # this combination's values, asv's reprs
-    param_names: tuple
-    line: tuple  # the result's asv parameters other than the machine (toolchain, python)
     unit: str
     commits: list = field(default_factory=list)
     values: list = field(default_factory=list)
@@ -162,15 +160,15 @@ class Regression:
         return f"{1 / (1 + self.change) - 1:+.1%}" if not lower_is_better(self.series.unit) else f"{self.change:+.1%}"
 
 
-def first_parent(rev: str, repo: Path = ROOT) -> list[str]:
+def first_parent(rev: str) -> list[str]:
     """Main's commits, oldest first, along first parents."""
     try:
         command = ["git", "rev-list", "--first-parent", "--reverse", rev]
-        done = subprocess.run(command, cwd=repo, capture_output=True, text=True, check=False)
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
     except OSError as error:
-        raise BadInput(f"git could not be run in {repo}: {error}") from None
+        raise BadInput(f"git could not be run in {ROOT}: {error}") from None
     if done.returncode != 0:
-        raise BadInput(f"git rev-list --first-parent {rev} failed in {repo}: {done.stderr.strip().splitlines()[-1:]}")
+        raise BadInput(f"git rev-list --first-parent {rev} failed in {ROOT}: {done.stderr.strip().splitlines()[-1:]}")
     return done.stdout.split()
 
 
@@ -243,9 +241,7 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
                     continue
                 key = (name, combo)
                 if key not in series:
-                    series[key] = Series(
-                        machine, name, combo, tuple(info.get("param_names", ())), current, info.get("unit", "")
-                    )
+                    series[key] = Series(machine, name, combo, info.get("unit", ""))
                 s = series[key]
                 s.commits.append(result.commit_hash)
                 s.values.append(float(value))
@@ -258,7 +254,7 @@ def judge(series: Series) -> Regression | None:
     return Regression(series, found) if found else None
 
 
-def verdicts(results_dir: Path, rev: str, machines: list[str] | None, repo: Path = ROOT) -> dict:
+def verdicts(results_dir: Path, rev: str, machines: list[str] | None) -> dict:
     """{machine: (regressions, series judged, what was left out, the newest commit judged)}."""
     results_dir = Path(results_dir)
     if not results_dir.is_dir():
@@ -272,7 +268,7 @@ def verdicts(results_dir: Path, rev: str, machines: list[str] | None, repo: Path
             )
     elif not gpus:
         raise BadInput(f"{results_dir} holds no GPU machine's results")
-    order = first_parent(rev, repo)
+    order = first_parent(rev)
     out = {}
     for machine in machines or gpus:
         series, skipped = load(results_dir, machine, order)

@@ -1,15 +1,11 @@
-"""The history site, self-contained: ``asv publish`` with the site plugin (``setup``, named in
-asv.conf.json's ``"plugins"``), which seeds the results with the committed GPU history, publishes the
-GPU machines alone, leaves off benchmarks without a result, makes asv's scripts insert names as text
-and the pages load the vendored libraries in ``site_assets/`` (pinned by ``lock.json``) under a
-Content-Security-Policy. Why each piece, and what it relies on of asv 0.6.6:
-docs/performance-history.md, "How the site is built".
+"""The history site, self-contained: ``asv publish`` with the site plugin (``setup`` below).
 
-    python -m harness site publish [--config asv.conf.json]   # asv publish, with the site plugin
-    python -m harness site preview [--port 8080]              # serve it (Ctrl-C or SIGTERM stops it)
-    python -m harness site vendor [--update]                  # re-fetch from npm and verify
-
-The pages load their data over HTTP: opened as a file, ``site_assets/needs-http.js`` says so.
+The plugin, named in asv.conf.json's ``"plugins"``, seeds the results with the committed GPU
+history, publishes the GPU machines alone, leaves off benchmarks without a result, makes asv's
+scripts insert names as text and the pages load the vendored libraries in ``site_assets/`` (pinned
+by ``lock.json``) under a Content-Security-Policy. Why each piece, and what it relies on of asv
+0.6.6: docs/performance-history.md, "How the site is built". The pages load their data over HTTP:
+opened as a file, ``site_assets/needs-http.js`` says so.
 
 Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
 asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed

@@ -195,7 +195,7 @@ def test_a_recovery_ends_the_regression_as_a_slowdown_starts_it(results):
 
 def test_a_drop_in_a_rate_is_a_regression():
     steady = [100.0, 100.2, 99.9, 100.1, 100.0, 99.8, 100.1, 100.0]
-    series = changepoints.Series("h200", "gpu.Bandwidth.track_gbps", ("'x'",), ("shape",), (), "GB/s")
+    series = changepoints.Series("h200", "gpu.Bandwidth.track_gbps", ("'x'",), "GB/s")
     series.commits = [f"{i:040x}" for i in range(12)]
     series.values = [*steady, 92.0, 92.1, 91.9, 92.0]
     series.weights = [None] * 12

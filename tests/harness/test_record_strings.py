@@ -226,7 +226,7 @@ class Issues:
 def test_a_hostile_asv_series_is_inert_in_the_change_point_issue():
     machine = "h200" + HTML + MENTION + MARKUP
     params = (f"'{LABEL}'", f"'{MARKUP}'")
-    series = changepoints.Series(machine, "gpu.Bandwidth." + LINK, params, ("shape", "dtype"), (), "GB/s")
+    series = changepoints.Series(machine, "gpu.Bandwidth." + LINK, params, "GB/s")
     series.commits = [f"{i:040x}" for i in range(12)]
     series.values = [100.0, 100.2, 99.9, 100.1, 100.0, 99.8, 100.1, 100.0, 92.0, 92.1, 91.9, 92.0]
     series.weights = [None] * 12
