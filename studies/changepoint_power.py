@@ -1,4 +1,4 @@
-"""The change-point rule's false alarms and power (``harness/history/changepoint_rule.py``), measured
+"""The change-point rule's false alarms and power (``harness/history/changepoints.py``), measured
 on the committed history: null histories drawn from a machine's committed runs of one kernel, and
 slowdowns planted in them, each judged by the rule as a store would be. A study, run by hand; the
 change-point job never imports it.
@@ -28,9 +28,17 @@ from pathlib import Path
 
 from harness.core import command_output
 from harness.core.stats import rate_upper_95  # numpy-free: the change-point job has none
-from harness.history.changepoint_rule import MIN_COMMITS, find, lower_is_better
-from harness.history.changepoint_series import BadInput, Series, first_parent, gpu_machines, load
-from harness.history.changepoints import STORE
+from harness.history.changepoints import (
+    MIN_COMMITS,
+    STORE,
+    BadInput,
+    Series,
+    find,
+    first_parent,
+    gpu_machines,
+    load,
+    lower_is_better,
+)
 
 # The committed H200 runs of one kernel (benchmarks/results/asv-h200/README.md): the first a full-suite
 # run, the other eleven the backfill's commits; one H200, one session. Their spread is the noise a null

@@ -1,6 +1,11 @@
 """Running asv the one way the harness runs it: ``asv run`` in this Python for one commit, under the
-machine's GPU name and the stable environment name (``asv_env.py``), that commit's nf4kernel first on
-the benchmark processes' path: one ruler (this checkout's ``benchmarks/``), any kernel; the suites."""
+machine's GPU name and a stable environment name, that commit's nf4kernel first on the benchmark
+processes' path: one ruler (this checkout's ``benchmarks/``), any kernel; the suites.
+
+Also an asv plugin (``"plugins"`` in asv.conf.json): ``StableExistingEnvironment``, this Python as
+``existing-py<X.Y>`` wherever the interpreter lives (``-E stable-existing:same``). asv's own
+``--python=same`` names the environment after the interpreter's path, so another clone or venv
+started a new series of one-point lines."""
 
 from __future__ import annotations
 
@@ -12,13 +17,42 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from asv import util
+from asv.environment import ExistingEnvironment, get_env_name
+
 from harness.core.git import output
 from harness.core.paths import ROOT
-from harness.history.asv_env import SPEC
+
+SPEC = "stable-existing:same"
+
+
+def python_version(executable: str) -> str:
+    """``X.Y`` of the interpreter at ``executable``."""
+    if executable == "same":
+        return f"{sys.version_info[0]}.{sys.version_info[1]}"
+    code = "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"
+    return util.check_output([os.path.abspath(util.which(executable)), "-c", code]).strip()
+
+
+class StableExistingEnvironment(ExistingEnvironment):
+    """The running Python, as asv's ``existing`` environment, known by its version alone."""
+
+    tool_name = "stable-existing"
+
+    def __init__(self, conf, executable, requirements, tagged_env_vars):
+        self._version = python_version(executable)  # before the base class, which reads self.name
+        super().__init__(conf, executable, requirements, tagged_env_vars)
+
+    @property
+    def python(self) -> str:
+        return self._version
+
+    @property
+    def name(self) -> str:
+        return get_env_name("existing", self._version, {}, self._tagged_env_vars)
+
 
 BASELINES_ENV = "NF4KERNEL_BENCH_BASELINES"  # read by benchmarks/_ruler.py in the measuring process
-
-_NF4KERNEL_ONLY = r"^gpu\.(KernelTime|TimeOverCopy|PeakGpuMemory)\."
 
 
 @dataclass(frozen=True)
@@ -32,7 +66,9 @@ class Suite:
 
 SUITES = {
     "gpu": Suite(r"^(gpu|training)\.", "all", "the GPU suite, with Unsloth and bitsandbytes, and the training step"),
-    "nf4kernel-only": Suite(_NF4KERNEL_ONLY, "none", "nf4kernel's own figures (no baseline imported)"),
+    "nf4kernel-only": Suite(
+        r"^gpu\.(KernelTime|TimeOverCopy|PeakGpuMemory)\.", "none", "nf4kernel's own figures (no baseline imported)"
+    ),
     "cpu": Suite(r"^cpu_interpreter\.", "none", "the CPU-interpreter smoke benchmarks"),
 }
 
@@ -49,11 +85,9 @@ class ConfigError(ValueError):
 def load_config(config: str) -> dict:
     """asv's configuration ``config``, a path from the repository's root (asv runs there, so its own
     relative paths start there too); ConfigError where it is none."""
-    from asv.util import UserError, load_json
-
     try:
-        conf = load_json(str(ROOT / config), js_comments=True)
-    except (OSError, ValueError, UserError) as error:  # json5 says what it can't parse as a ValueError
+        conf = util.load_json(str(ROOT / config), js_comments=True)
+    except (OSError, ValueError, util.UserError) as error:  # json5 says what it can't parse as a ValueError
         raise ConfigError(f"{config}: no asv configuration here: {getattr(error, 'strerror', None) or error}") from None
     paths = ("results_dir", "html_dir")
     if not isinstance(conf, dict) or not all(isinstance(conf.get(key, ""), str) for key in paths):

@@ -1,13 +1,8 @@
 """A history from day one: benchmark earlier commits of main, each commit's nf4kernel alone.
 
-    python -m harness backfill RANGE [--suite nf4kernel-only] [--store] [--force]
-    python -m harness backfill --missing [--limit N] [--list [--machine NAME]] [--suite gpu] [RANGE]
-
-RANGE's first-parent commits are measured oldest first by *this* checkout's ruler, each commit's
-``nf4kernel/`` alone; one whose kernel can't be imported is skipped, saying why. ``--missing`` picks
-the commits of RANGE (default ``HEAD``) with no result on this machine yet, newest first, at most
-``--limit`` a run (the nightly job's); ``--list`` names them and measures nothing. Which commits
-count as missing: docs/performance-history.md, "Earlier commits".
+RANGE's first-parent commits, oldest first, or with ``--missing`` those with no result on this
+machine yet, newest first, measured by this checkout's ruler; a commit whose kernel can't be
+imported is skipped, saying why (docs/performance-history.md, "Earlier commits").
 
 Exit 0 done (or nothing missing); 1 ``--store`` found nothing of this machine to store, or a file
 that isn't asv's; 2 no such range, no commit in it, arguments that don't go together, or an asv
@@ -77,12 +72,6 @@ def parse(argv) -> argparse.Namespace:
     return args
 
 
-def first_parents(spec: str, newest_first: bool = False) -> list[str]:
-    """The first-parent commits of a revision range; GitError where git can't read it."""
-    order = [] if newest_first else ["--reverse"]
-    return asvrun.git("rev-list", "--first-parent", *order, spec).split()
-
-
 def missing_commits(newest_first: list[str], results, machine_name: str, bench: str, limit: int) -> list[str]:
     """Of ``newest_first``, the commits with no measured value of ``bench`` on ``machine_name`` in
     ``results`` that are newer than the oldest one with a value, newest first, at most ``limit``."""
@@ -95,7 +84,7 @@ def main(argv=None) -> int:
     args = parse(argv)
     spec = args.range or "HEAD"
     try:
-        commits = first_parents(spec, newest_first=args.missing)
+        commits = asvrun.git("rev-list", "--first-parent", *([] if args.missing else ["--reverse"]), spec).split()
     except GitError as error:
         reason = error.stderr.splitlines()[0] if error.stderr else error  # git's hints follow its reason
         print(f"backfill: {spec!r} is not a revision range here: {reason}", file=sys.stderr)
@@ -104,12 +93,18 @@ def main(argv=None) -> int:
         print(f"backfill: no commits in {spec!r}", file=sys.stderr)
         return 2
     bench = asvrun.SUITES[args.suite].bench
-    if (results := results_dir(args.config)) is None:
+    try:
+        results = asvrun.results_dir(args.config)
+    except asvrun.ConfigError as error:
+        print(f"backfill: cannot read the results folder from {error}", file=sys.stderr)
         return 2
     if args.missing and args.list:
         store.seed(results)
         chosen = missing_commits(commits, results, args.machine or machine.describe()["machine"], bench, args.limit)
-        return list_missing(chosen, spec, args.limit)
+        for sha in chosen:
+            print(f"{sha} {asvrun.git('show', '-s', '--format=%s', sha)[:60]}", flush=True)
+        print(f"backfill: {len(chosen)} commits of {spec} with no result yet, newest first (--limit {args.limit})")
+        return 0
     info = machine.register()
     print(f"backfill: {machine.one_line(info)}", flush=True)
     if info["gpu"] == "none" and args.suite != "cpu":
@@ -124,22 +119,6 @@ def main(argv=None) -> int:
     if commits:
         measure(commits, spec, args, results, info, bench)
     return 0 if not args.store or store.store_and_say(results, info["machine"], "backfill") else 1
-
-
-def results_dir(config: str):
-    """The results folder asv's configuration names; None, said in one line, where it can't be read."""
-    try:
-        return asvrun.results_dir(config)
-    except asvrun.ConfigError as error:
-        print(f"backfill: cannot read the results folder from {error}", file=sys.stderr)
-        return None
-
-
-def list_missing(chosen: list[str], spec: str, limit: int) -> int:
-    for sha in chosen:
-        print(f"{sha} {asvrun.git('show', '-s', '--format=%s', sha)[:60]}", flush=True)
-    print(f"backfill: {len(chosen)} commits of {spec} with no result yet, newest first (--limit {limit})", flush=True)
-    return 0
 
 
 def measure(commits: list[str], spec: str, args, results, info: dict, bench: str) -> None:

@@ -1,10 +1,7 @@
 """The main job: the asv suite for the current commit on this machine, then the history site.
 
-    python -m harness bench [--suite gpu|nf4kernel-only|cpu] [--quick] [--store] [--no-publish]
-
 On a CUDA GPU the GPU suite; without one only the CPU-interpreter smoke benchmarks, no verdict on
 the kernel. Results go to .asv/results, seeded from benchmarks/history/; the site to .asv/html.
-``--store`` copies a GPU machine's results into the committed history.
 
 Exit 0: measured (and stored, with ``--store``), and the site built. 1: a benchmark failed or measured
 nothing, or ``--store`` found no results of this machine to store. 2: bad arguments, or a

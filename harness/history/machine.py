@@ -15,8 +15,6 @@ from asv.util import get_cpu_info
 
 from harness.core import gpu_state
 
-PACKAGES = gpu_state.PACKAGES  # torch, Triton, bitsandbytes, Unsloth
-
 
 def slug(text: str) -> str:
     """``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``: lower case, vendor dropped, one dash between words."""
@@ -49,7 +47,7 @@ def describe() -> dict:
         info.update(machine=slug(gpu), gpu=gpu, driver=driver_version(), cuda=torch.version.cuda or "unknown")
     else:
         info.update(machine=f"cpu-{slug(info['cpu'])}", gpu="none", driver="none", cuda="none")
-    info.update({package: gpu_state.package_version(package) or "not installed" for package in PACKAGES})
+    info.update({package: gpu_state.package_version(package) or "not installed" for package in gpu_state.PACKAGES})
     return info
 
 
@@ -64,18 +62,13 @@ def toolchain(info: dict) -> str:
     return ", ".join(parts)
 
 
-def params(info: dict) -> dict:
-    """What asv records with every result of this machine: the parameters its series split on."""
-    return {"machine": info["machine"], "toolchain": toolchain(info)}
-
-
-def register(info: dict | None = None, path: str | None = None) -> dict:
-    """Describe this machine, and store its parameters where ``asv run --machine NAME`` reads them
-    (~/.asv-machine.json). Returns the whole description (``record`` writes it beside the results)."""
+def register(path: str | None = None) -> dict:
+    """Describe this machine, and store the parameters its series split on where ``asv run --machine
+    NAME`` reads them (~/.asv-machine.json). Returns the whole description (``record`` writes it)."""
     from asv.machine import MachineCollection
 
-    info = describe() if info is None else info
-    MachineCollection.save(info["machine"], params(info), _path=path)
+    info = describe()
+    MachineCollection.save(info["machine"], {"machine": info["machine"], "toolchain": toolchain(info)}, _path=path)
     return info
 
 
@@ -90,5 +83,5 @@ def record(results_dir, info: dict) -> None:
 def one_line(info: dict) -> str:
     if info["gpu"] == "none":
         return f"machine {info['machine']}: {info['cpu']}, no CUDA GPU"
-    versions = ", ".join(f"{p} {info[p]}" for p in PACKAGES)
+    versions = ", ".join(f"{p} {info[p]}" for p in gpu_state.PACKAGES)
     return f"machine {info['machine']}: {info['gpu']}, driver {info['driver']}, CUDA {info['cuda']}, {versions}"

@@ -174,19 +174,18 @@ def merge_tree(
     target_label: str,
     machines: list[str] | None = None,
     suite: str = "keep",
-    gpu_only: bool = False,
     strict: bool = True,
     run: RunOnly | None = None,
 ) -> Merged:
     """Merge the store at ``incoming_root`` into ``target_root``, written once every file is decided.
     ``machines``: only these (default: each with a machine.json). ``suite``: benchmarks.json ``keep``s
-    the target's or comes from the ``newest`` measurement's copy. ``gpu_only``: CPU machines left out.
-    ``strict``: an unreadable file raises RecordError before anything is written, else is named in
-    ``problems``. ``run``: a run's store (``RunOnly``), adding only, its suite kept."""
+    the target's or comes from the ``newest`` measurement's copy. ``strict``: an unreadable file
+    raises RecordError before anything is written, else is named in ``problems``. ``run``: a run's
+    store (``RunOnly``), GPU machines only, adding only, its suite kept."""
     merge = _Merge(Path(incoming_root), Path(target_root), incoming_label, target_label, strict, run)
     newest_of = {"incoming": None, "target": None}
     for machine in machines if machines is not None else machines_in(merge.incoming):
-        if gpu_only and not merge.read(is_gpu_machine, merge.incoming / machine):
+        if run is not None and not merge.read(is_gpu_machine, merge.incoming / machine):
             merge.out.decisions.append(f"{machine}: left out, its machine.json names no GPU (GPU machines only)")
             continue
         for side, time in merge.machine(machine).items():

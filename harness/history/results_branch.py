@@ -1,15 +1,9 @@
 """The ``asv-results`` branch: every GPU result history.yml measured, kept append-only.
 
-    python -m harness results-branch fetch --into DIR [--url URL]
-    python -m harness results-branch store --from DIR [--commit SHA]... [--unmeasured]
-                                                   [--url URL] [--message TEXT] [--attempts N]
-
 ``fetch`` merges the branch's files into DIR; ``store`` adds DIR's GPU results of the commits its
-caller names (``--commit``; ``--unmeasured`` for the nightly backfill) as one commit on the branch's
-tip, never forced, merged again where the branch moved under it. The guarantees and why:
-docs/performance-history.md, "The store's guarantees". URL defaults to
-``$GITHUB_SERVER_URL/$GITHUB_REPOSITORY.git``; ``$GITHUB_TOKEN`` goes to git through its environment,
-never on a command line. Standard library only (docs/harness-code.md).
+caller names as one commit on the branch's tip, never forced, merged again where the branch moved
+under it (docs/performance-history.md, "The store's guarantees"). ``$GITHUB_TOKEN`` goes to git
+through its environment, never on a command line. Standard library only (docs/harness-code.md).
 
 Exit 0: done (or nothing to do, or no branch yet to fetch). 2: bad input (no URL, neither --commit
 nor --unmeasured, a --commit that isn't a full hash, DIR holds no machine's results, a file that
@@ -130,9 +124,7 @@ def fetch(url: str, into: Path) -> int:
         if tip is None:
             say(f"{url} has no {BRANCH} branch yet: nothing earlier to add (the first store creates it)")
             return 0
-        merged = result_merge.merge_tree(
-            work, into, incoming_label=BRANCH, target_label=str(into), gpu_only=False, strict=True
-        )
+        merged = result_merge.merge_tree(work, into, incoming_label=BRANCH, target_label=str(into))
     for line in merged.decisions:
         say(line)
     say(f"{BRANCH} at {tip[:12]}: {len(merged.added)} files added to {into}, {len(merged.changed)} merged into")
@@ -156,9 +148,7 @@ def store_once(source: Path, url: str, message: str, run: result_merge.RunOnly) 
     with tempfile.TemporaryDirectory(prefix="asv-results-") as scratch:
         work = Path(scratch)
         base = check_out_branch(url, work)
-        merged = result_merge.merge_tree(
-            source, work, incoming_label="this run", target_label=BRANCH, gpu_only=True, strict=True, run=run
-        )
+        merged = result_merge.merge_tree(source, work, incoming_label="this run", target_label=BRANCH, run=run)
         if not merged.written:
             list(map(say, merged.lines()))
             say(f"nothing new for {BRANCH}" + (f" (at {base[:12]})" if base else "") + ": no commit made")

@@ -1,11 +1,8 @@
 """The GPU performance history committed with the code: ``benchmarks/history/``, GPU machines only.
 
-    python -m harness history store [--machine NAME]   # .asv/results -> benchmarks/history
-    python -m harness history list                     # what the committed history holds
-
 Every harness command that runs or publishes asv first *seeds* ``.asv/results`` from it; ``store``
-copies a GPU machine's new results back, to be committed. Both merge by ``result_merge.py``'s rules
-(docs/performance-history.md, "The store's guarantees"). A CPU machine is never stored.
+copies a GPU machine's new results back, to be committed; ``list`` says what it holds. Both merge by
+``result_merge.py``'s rules (docs/performance-history.md, "The store's guarantees").
 
 Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's); 2 bad
 arguments, or a ``--config`` that is no asv configuration.

@@ -45,7 +45,7 @@ def config(path: Path, repo: Path, checkout: Path, tmp: Path) -> Path:
                 "branches": ["main"],
                 "dvcs": "git",
                 "environment_type": "existing",
-                "plugins": [".harness.history.asv_env", ".harness.history.asv_site"],
+                "plugins": [".harness.history.asvrun", ".harness.history.site"],
                 "benchmark_dir": str(checkout / "benchmarks"),
                 "results_dir": str(tmp / "results"),
                 "html_dir": str(tmp / "html"),

@@ -17,7 +17,7 @@ import pytest
 from another_gpu_type import add_another_gpu_type
 
 from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
-from harness.history import changepoint_rule, changepoint_series
+from harness.history import changepoints
 from studies import changepoint_power
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +32,7 @@ LARGE = ("28672x8192", "bfloat16"), ("28672x8192", "float16")
 def main_commits() -> list[str]:
     """The committed history's commits in main's first-parent order (all sixteen are on it)."""
     stored = {json.loads(p.read_text())["commit_hash"] for p in (STORE / "h200").glob("*-*.json")}
-    return [c for c in changepoint_series.first_parent("HEAD") if c in stored]
+    return [c for c in changepoints.first_parent("HEAD") if c in stored]
 
 
 ORDER = main_commits()
@@ -78,7 +78,7 @@ def results(tmp_path) -> Path:
 
 def called(results_dir: Path, upto: int) -> list:
     """What the check calls on h200 at the store after ORDER[upto]."""
-    (regressions, _, _, head) = changepoint_series.verdicts(results_dir, ORDER[upto], ["h200"])["h200"]
+    (regressions, _, _, head) = changepoints.verdicts(results_dir, ORDER[upto], ["h200"])["h200"]
     assert head == ORDER[upto]
     return regressions
 
@@ -102,10 +102,10 @@ def test_the_committed_history_calls_nothing_at_any_store(upto):
 
 
 def test_every_gpu_figure_is_judged_and_lower_is_better():
-    regressions, judged, _skipped, _ = changepoint_series.verdicts(STORE, "HEAD", None)["h200"]
+    regressions, judged, _skipped, _ = changepoints.verdicts(STORE, "HEAD", None)["h200"]
     assert (regressions, judged) == ([], 72)  # 6 benchmarks x 6 shapes x 2 dtypes (no SynchronizedTime stored)
     units = {v["unit"] for k, v in json.loads((STORE / "benchmarks.json").read_text()).items() if k != "version"}
-    assert all(changepoint_rule.lower_is_better(u) for u in units), units  # seconds, bytes, time over time
+    assert all(changepoints.lower_is_better(u) for u in units), units  # seconds, bytes, time over time
 
 
 @pytest.mark.parametrize(
@@ -120,7 +120,7 @@ def test_every_gpu_figure_is_judged_and_lower_is_better():
     ],
 )
 def test_a_rate_is_judged_by_its_inverse(unit, lower):
-    assert changepoint_rule.lower_is_better(unit) is lower
+    assert changepoints.lower_is_better(unit) is lower
 
 
 # --- Planted slowdowns ----------------------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_each_gpu_type_is_judged_on_its_own_history(results):
     add_another_gpu_type(results, "h100")
     at = index("b7551f82")
     plant(results, {KERNEL_TIME: set(LARGE)}, ramp(at))
-    judged = changepoint_series.verdicts(results, ORDER[index("b7b48218")], None)
+    judged = changepoints.verdicts(results, ORDER[index("b7b48218")], None)
     assert sorted(judged) == ["h100", "h200"]
     assert [(r.series.benchmark, shape(r)) for r in judged["h100"][0]] == []
     assert sorted(shape(r) for r in judged["h200"][0]) == sorted(LARGE)
@@ -195,15 +195,15 @@ def test_a_recovery_ends_the_regression_as_a_slowdown_starts_it(results):
 
 def test_a_drop_in_a_rate_is_a_regression():
     steady = [100.0, 100.2, 99.9, 100.1, 100.0, 99.8, 100.1, 100.0]
-    series = changepoint_series.Series("h200", "gpu.Bandwidth.track_gbps", ("'x'",), ("shape",), (), "GB/s")
+    series = changepoints.Series("h200", "gpu.Bandwidth.track_gbps", ("'x'",), "GB/s")
     series.commits = [f"{i:040x}" for i in range(12)]
     series.values = [*steady, 92.0, 92.1, 91.9, 92.0]
     series.weights = [None] * 12
-    found = changepoint_series.judge(series)
+    found = changepoints.judge(series)
     assert found is not None and found.good == series.commits[7] and found.full == series.commits[8]
     assert 0.08 < found.change < 0.09  # in time per unit of work: 100/92
     series.values = [*steady, 108.0, 108.1, 107.9, 108.0]  # faster
-    assert changepoint_series.judge(series) is None
+    assert changepoints.judge(series) is None
 
 
 # --- The measured figures the module states ----------------------------------------------------------------

@@ -28,7 +28,7 @@ import pytest
 import recorded
 
 from dev.rehearsal import act_ci
-from harness.history import asv_site, site
+from harness.history import site
 from harness.regression import cli as regression
 from tools import pins
 
@@ -231,10 +231,10 @@ def test_the_site_plugins_lines_start_on_a_line_of_their_own(monkeypatch, tmp_pa
     def asvs_run(cls, conf, range_spec=None, pull=True):
         log.info("Writing index")
 
-    monkeypatch.setattr(asv_site, "_check_assets", lambda: None)
-    monkeypatch.setattr(asv_site.store, "seed", lambda results_dir: 3)
-    monkeypatch.setattr(asv_site.site, "gpu_results", lambda results_dir, into: ["cpu-machine"])
-    monkeypatch.setattr(asv_site, "_finish", lambda html_dir: None)
+    monkeypatch.setattr(site, "_check_assets", lambda: None)
+    monkeypatch.setattr(site.store, "seed", lambda results_dir: 3)
+    monkeypatch.setattr(site, "gpu_results", lambda results_dir, into: ["cpu-machine"])
+    monkeypatch.setattr(site, "_finish", lambda html_dir: None)
 
     class Conf:
         results_dir = str(tmp_path / "results")
@@ -247,7 +247,7 @@ def test_the_site_plugins_lines_start_on_a_line_of_their_own(monkeypatch, tmp_pa
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     try:
-        asv_site._publishing_with(asvs_run)(None, Conf())
+        site._publishing_with(asvs_run)(None, Conf())
     finally:
         root.removeHandler(handler)
         root.setLevel(level)

@@ -9,7 +9,7 @@ from dev.rehearsal import rehearsal_world
 from harness.clock import judge
 from harness.core import gpu_types, policy
 from harness.gate import decision
-from harness.history import changepoint_rule
+from harness.history import changepoints
 from harness.regression import clocked
 from harness.regression import rule as regression_rule
 
@@ -36,7 +36,7 @@ def test_the_rules_decide_by_the_committed_policy():
     )
     assert judge.CALL_TIMEOUT_S == clock.call_timeout_s
     found = policy.changepoints()
-    assert (changepoint_rule.FLOOR, changepoint_rule.NOISE_FACTOR, changepoint_rule.PERSIST) == (
+    assert (changepoints.FLOOR, changepoints.NOISE_FACTOR, changepoints.PERSIST) == (
         found.floor,
         found.noise_factor,
         found.persist,

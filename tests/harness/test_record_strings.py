@@ -22,7 +22,7 @@ import recorded
 from recorded import STATE_CAPPED, STATE_FULL, committed, with_states
 
 from harness.gate import cli as gate
-from harness.history import changepoint_issue, changepoint_series
+from harness.history import changepoints
 from harness.regression import cli as regression
 
 HTML = "H100</td><img src=x onerror=alert(1)>"
@@ -215,7 +215,7 @@ class Issues:
     """GitHub's issues API as sync uses it: one open issue of the machine's, every request kept."""
 
     def __init__(self, machine: str):
-        self.open = [{"number": 7, "title": changepoint_issue.TITLE.format(machine=machine), "body": "old"}]
+        self.open = [{"number": 7, "title": changepoints.TITLE.format(machine=machine), "body": "old"}]
         self.sent: list = []
 
     def call(self, method: str, path: str, payload: dict | None = None):
@@ -226,16 +226,16 @@ class Issues:
 def test_a_hostile_asv_series_is_inert_in_the_change_point_issue():
     machine = "h200" + HTML + MENTION + MARKUP
     params = (f"'{LABEL}'", f"'{MARKUP}'")
-    series = changepoint_series.Series(machine, "gpu.Bandwidth." + LINK, params, ("shape", "dtype"), (), "GB/s")
+    series = changepoints.Series(machine, "gpu.Bandwidth." + LINK, params, "GB/s")
     series.commits = [f"{i:040x}" for i in range(12)]
     series.values = [100.0, 100.2, 99.9, 100.1, 100.0, 99.8, 100.1, 100.0, 92.0, 92.1, 91.9, 92.0]
     series.weights = [None] * 12
-    found = changepoint_series.judge(series)
-    marker, *body = changepoint_issue.body(machine, [found], "f" * 40).splitlines()
+    found = changepoints.judge(series)
+    marker, *body = changepoints.body(machine, [found], "f" * 40).splitlines()
     assert marker.startswith("<!-- ") and marker.endswith(" -->") and marker.count("-->") == 1
     check_summary("\n".join(body), harness_code=True)
     github = Issues(machine)
-    changepoint_issue.sync(github, machine, [found], "f" * 40)
+    changepoints.sync(github, machine, [found], "f" * 40)
     comments = [payload["body"] for method, path, payload in github.sent if path.endswith("/comments")]
     assert comments
     for comment in comments:

@@ -30,7 +30,7 @@ import pytest
 from checkouts import clone_on_main, head, python_path
 from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
-from harness.history import site, site_pages
+from harness.history import site
 from harness.history import store as history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def publish(tmp: Path, clone: Path, branches: list[str]) -> Path:
     config = clone / "asv-site.conf.json"
     conf = {"version": 1, "project": "nf4kernel", "repo": str(clone), "branches": branches, "dvcs": "git"}
     conf.update(
-        environment_type="existing", plugins=[".harness.history.asv_env", site.SITE_PLUGIN], benchmark_dir="benchmarks"
+        environment_type="existing", plugins=[".harness.history.asvrun", site.SITE_PLUGIN], benchmark_dir="benchmarks"
     )
     conf.update(results_dir=str(tmp / "results"), html_dir=str(tmp / "html"))
     config.write_text(json.dumps(conf))
@@ -241,16 +241,14 @@ def test_a_library_refused_by_its_hash_sends_the_reader_to_the_error_page(browse
 
     copy = tmp_path / "html"
     shutil.copytree(site_dir, copy)
-    flot = copy / site_pages.VENDOR / "flot" / "jquery.flot.js"
+    flot = copy / site.VENDOR / "flot" / "jquery.flot.js"
     flot.write_bytes(flot.read_bytes() + b"\n// changed")
     with serve(copy) as url:
         browser.get(f"{url}/index.html")
         WebDriverWait(browser, 30).until(lambda d: d.current_url == f"{url}/error.html")
         assert "Can not determine continental origin of swallow" in browser.page_source
         policy = 'meta[http-equiv="Content-Security-Policy"]'
-        assert (
-            browser.find_element("css selector", policy).get_attribute("content") == site_pages.CONTENT_SECURITY_POLICY
-        )
+        assert browser.find_element("css selector", policy).get_attribute("content") == site.CONTENT_SECURITY_POLICY
     logged = [entry["message"] for entry in browser.get_log("browser")]
     assert any("jquery.flot.js" in line and "integrity" in line for line in logged), logged
     assert not any("Content Security Policy" in line for line in logged), logged
@@ -360,7 +358,7 @@ def assert_nothing_ran(driver, logged: list[dict]) -> None:
     policy = driver.execute_script(
         "var m = document.querySelector('meta[http-equiv=\"Content-Security-Policy\"]'); return m && m.content"
     )
-    assert policy == site_pages.CONTENT_SECURITY_POLICY
+    assert policy == site.CONTENT_SECURITY_POLICY
     assert "script-src 'self'" in policy and "object-src 'none'" in policy and "base-uri 'none'" in policy
     assert [entry["message"] for entry in logged if entry["level"] in ("SEVERE", "WARNING")] == []
 

@@ -1,4 +1,4 @@
-"""``asv publish``, typed in the repository's root, builds the harness's site (harness/history/asv_site.py):
+"""``asv publish``, typed in the repository's root, builds the harness's site (harness/history/site.py):
 the committed GPU history seeded into the results, the GPU machines alone graphed, the benchmarks
 without results off the index, the vendored libraries loaded instead of CDNs; the very site
 ``python -m harness site publish`` builds (``nox -s publish``, ``nox -s bench``), which runs ``asv
@@ -19,7 +19,7 @@ from another_gpu_type import add_another_gpu_type
 from checkouts import clone_on_main, head, python_path
 from site_checkout import CPU_MACHINE, MACHINES, add_a_cpu_machines_result, benchmarks_with_results
 
-from harness.history import site, site_pages, site_vendored
+from harness.history import site
 from harness.history import store as history
 
 pytestmark = pytest.mark.skipif(head() is None, reason="asv reads the commits from git: needs the git checkout")
@@ -74,16 +74,16 @@ def by_asv(clone, by_harness) -> tuple[Path, str]:
 
 def assert_self_contained(html: Path) -> None:
     """Every page loads the vendored libraries, each with its pinned SRI hash, and nothing remote."""
-    for page in site_pages.PAGES:
+    for page in site.PAGES:
         text = (html / page).read_text()
         assert not REMOTE.search(text), f"{page} loads {REMOTE.search(text).group(0)}"
         assert '<script src="vendor/needs-http.js">' in text, page
     index = (html / "index.html").read_text()
-    for entry in site_vendored.lock()["files"]:
-        copy = html / site_pages.VENDOR / entry["local"]
-        assert copy.is_file() and site_vendored.sri(copy.read_bytes()) == entry["sri"], entry["local"]
+    for entry in site.lock()["files"]:
+        copy = html / site.VENDOR / entry["local"]
+        assert copy.is_file() and site.sri(copy.read_bytes()) == entry["sri"], entry["local"]
         if entry["cdn"]:
-            assert f'"{site_pages.VENDOR}/{entry["local"]}" integrity="{entry["sri"]}"' in index, entry["local"]
+            assert f'"{site.VENDOR}/{entry["local"]}" integrity="{entry["sri"]}"' in index, entry["local"]
 
 
 def test_asv_publish_builds_a_self_contained_site(by_asv):
@@ -157,7 +157,7 @@ def test_harness_site_publish_refuses_a_configuration_without_the_site_plugin(cl
     conf = {
         "version": 1,
         "repo": str(clone),
-        "plugins": [".harness.history.asv_env"],
+        "plugins": [".harness.history.asvrun"],
         "html_dir": str(tmp_path / "html"),
     }
     (tmp_path / "asv.conf.json").write_text(json.dumps(conf))
@@ -177,13 +177,13 @@ def test_an_asv_whose_publish_is_not_the_checked_one_refuses_in_one_line(clone):
     )
     done = python(clone, "-c", another_asv)
     assert done.returncode == 1 and "Traceback" not in said(done), said(done)
-    line = next(line for line in said(done).splitlines() if "asv_site.py" in line)
+    line = next(line for line in said(done).splitlines() if "history/site.py" in line)
     assert "checked on asv 0.6.6" in line and len(line) < 300
 
 
 def test_the_plugin_imports_no_torch(clone):
     """asv imports its plugins for every command, in the user's Python: publishing needs no torch."""
-    check = "import sys, harness.history.asv_site; print(sorted(m for m in ('torch', 'nf4kernel') if m in sys.modules))"
+    check = "import sys, harness.history.site; print(sorted(m for m in ('torch', 'nf4kernel') if m in sys.modules))"
     done = python(clone, "-c", check)
     assert done.returncode == 0 and done.stdout.strip() == "[]", said(done)
 
@@ -192,11 +192,9 @@ def test_a_second_setup_wraps_asvs_publish_once(monkeypatch):
     """Wrapped twice, one publish would seed, filter and rewrite twice over."""
     from asv.commands.publish import Publish
 
-    from harness.history import asv_site
-
     asvs = Publish.__dict__["run"]
     monkeypatch.setattr(Publish, "run", asvs)  # put back as it was after the test
-    asv_site.setup()
+    site.setup()
     wrapped = Publish.__dict__["run"]
-    asv_site.setup()
+    site.setup()
     assert Publish.__dict__["run"] is wrapped and wrapped.__func__ is not asvs.__func__

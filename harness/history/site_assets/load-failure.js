@@ -3,7 +3,7 @@
 // asv's index.html does this with an inline <script> defining js_load_failure() and an
 // onerror="js_load_failure()" attribute on each library's tag. The site's Content-Security-Policy
 // forbids both (inline script is what an injected tag or handler would be), so the harness
-// (harness/history/site_pages.py) puts this file where asv's inline script was, before the
+// (harness/history/site.py) puts this file where asv's inline script was, before the
 // libraries, and drops the attributes.
 //
 // A script's load error (missing, or refused by its integrity hash) does not bubble, but a

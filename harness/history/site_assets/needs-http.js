@@ -6,7 +6,7 @@
 // reader to error.html, whose advice (check the internet connection) does not apply: served over
 // HTTP, the site needs no network at all.
 //
-// The harness (harness/history/site_pages.py) loads this script first in each page's <head>, with
+// The harness (harness/history/site.py) loads this script first in each page's <head>, with
 // no integrity attribute: with one, it would be refused on file:// too, the one place it is for. It is a file of its own, and it
 // sets styles through the CSSOM rather than markup, so that a Content-Security-Policy forbidding
 // inline script and inline style attributes lets it run.
