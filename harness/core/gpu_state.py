@@ -1,12 +1,12 @@
 """The GPU's state around a timed round (clocks, throttle reasons, temperature, power) and the
-versions that shape a figure, for the records; read through NVML, else ``nvidia-smi``, and never
-raising where neither is there (docs/harness-code.md).
+versions that shape a figure, for the records; read through NVML (nvidia-ml-py), never raising where
+it is missing (docs/harness-code.md).
 
     snapshot(device)     -> {"sm_clock_mhz": ..., "throttle_reasons": [...], "source": "nvml"}
                             or {"unavailable": "<why>"}
     is_throttled(state)  -> the reasons that slow a kernel down (see SLOWDOWNS)
     versions()           -> driver, CUDA, torch, Triton, bitsandbytes, Unsloth (None where absent)
-    driver_versions()    -> the driver and the CUDA version it supports alone (None where absent)
+    driver_versions()    -> the driver and the CUDA version it supports (None where absent)
     gpu_here()           -> whether an NVIDIA GPU is usable here, without importing torch
 """
 
@@ -42,11 +42,6 @@ NOT_SLOWDOWNS = frozenset({"gpu_idle", "applications_clocks_setting", "display_c
 # R340's "unknown", and any bit this table does not know (named "bit_0x...") until someone looks.
 SLOWDOWNS = frozenset(REASONS.values()) - NOT_SLOWDOWNS
 
-NVIDIA_SMI_TIMEOUT_S = 30
-# nvidia-smi's field names, in the order of the snapshot's keys. Newer drivers name the throttle
-# mask clocks_event_reasons.active; older ones know only clocks_throttle_reasons.active.
-SMI_FIELDS = ("clocks.sm", "clocks.mem", "clocks.max.sm", "temperature.gpu", "power.draw", "enforced.power.limit")
-SMI_REASON_FIELDS = ("clocks_event_reasons.active", "clocks_throttle_reasons.active")
 STATE_KEYS = ("sm_clock_mhz", "mem_clock_mhz", "max_sm_clock_mhz", "temperature_c", "power_w", "power_limit_w")
 
 
@@ -102,22 +97,14 @@ def current_device() -> int | str:
 
 def snapshot(device: int | str = 0) -> dict:
     """The GPU's clocks, throttle reasons, temperature and power now; ``device`` is an NVML index, a
-    UUID (``GPU-...``) or a PCI bus id (nvml_device). Through NVML, else nvidia-smi, else
-    ``{"unavailable": why}``."""
-    problems = []
+    UUID (``GPU-...``) or a PCI bus id (nvml_device). ``{"unavailable": why}`` where NVML can't say."""
     pynvml = _pynvml()
     if pynvml is None:
-        problems.append("nvidia-ml-py (pynvml) is not installed")
-    else:
-        try:
-            return nvml_snapshot(pynvml, device)
-        except Exception as error:  # NVMLError_LibraryNotFound, NotSupported, ...: try nvidia-smi
-            problems.append(f"NVML: {type(error).__name__}: {error}")
+        return {"unavailable": "nvidia-ml-py (pynvml) is not installed"}
     try:
-        return smi_snapshot(device)
-    except NvidiaSmiError as error:
-        problems.append(str(error))
-    return {"unavailable": "; ".join(problems)}
+        return nvml_snapshot(pynvml, device)
+    except Exception as error:  # NVMLError_LibraryNotFound (no driver), NotSupported, ...
+        return {"unavailable": f"NVML: {type(error).__name__}: {error}"}
 
 
 def _pynvml():
@@ -171,68 +158,6 @@ def _or_none(read):
         return None
 
 
-class NvidiaSmiError(RuntimeError):
-    """nvidia-smi is missing, failed, or printed something this module can't read."""
-
-
-def smi_snapshot(device: int | str = 0, run=subprocess.run) -> dict:
-    """One snapshot through ``nvidia-smi --query-gpu``; ``run`` is subprocess.run (a stand-in in tests)."""
-    for reason_field in SMI_REASON_FIELDS:
-        query = ",".join([*SMI_FIELDS, reason_field])
-        command = ["nvidia-smi", "-i", str(device), f"--query-gpu={query}", "--format=csv,noheader,nounits"]
-        try:
-            done = run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
-        except FileNotFoundError:
-            raise NvidiaSmiError("nvidia-smi is not on PATH") from None
-        except (OSError, subprocess.SubprocessError) as error:
-            raise NvidiaSmiError(f"nvidia-smi failed: {error}") from None
-        if done.returncode == 0:
-            return parse_smi_line(done.stdout)
-        said = (done.stdout + done.stderr).strip()
-        if "not a valid field" not in said:  # an old driver refuses the new field name: try the old one
-            raise NvidiaSmiError(f"nvidia-smi exited {done.returncode}: {said.splitlines()[-1] if said else ''}")
-    raise NvidiaSmiError(f"nvidia-smi knows neither {' nor '.join(SMI_REASON_FIELDS)}")
-
-
-def parse_smi_line(output: str) -> dict:
-    """The first line of ``--query-gpu=<SMI_FIELDS>,<reasons> --format=csv,noheader,nounits``:
-    ``1980, 3201, 1980, 41, 412.53, 700.00, 0x0000000000000004``. "[N/A]" and "[Not Supported]"
-    read as None."""
-    lines = [line for line in output.strip().splitlines() if line.strip()]
-    if not lines:
-        raise NvidiaSmiError("nvidia-smi printed nothing")
-    values = [v.strip() for v in lines[0].split(",")]
-    if len(values) != len(STATE_KEYS) + 1:
-        raise NvidiaSmiError(f"nvidia-smi printed {len(values)} values, expected {len(STATE_KEYS) + 1}: {lines[0]!r}")
-    state = {key: _number(value, key) for key, value in zip(STATE_KEYS, values, strict=False)}
-    mask_text = values[-1]
-    if _missing(mask_text):
-        mask = None
-    else:
-        try:
-            mask = int(mask_text, 16)
-        except ValueError:
-            raise NvidiaSmiError(f"nvidia-smi's throttle mask is not hexadecimal: {mask_text!r}") from None
-    state["throttle_mask"] = mask
-    state["throttle_reasons"] = None if mask is None else decode_reasons(mask)
-    state["source"] = "nvidia-smi"
-    return state
-
-
-def _missing(value: str) -> bool:
-    return value.startswith("[") or value in ("", "N/A")
-
-
-def _number(value: str, key: str) -> float | int | None:
-    if _missing(value):
-        return None
-    try:
-        number = float(value)
-    except ValueError:
-        raise NvidiaSmiError(f"nvidia-smi's {key} is not a number: {value!r}") from None
-    return int(number) if key.endswith(("_mhz", "_c")) and number.is_integer() else number
-
-
 # --- Versions -------------------------------------------------------------------------------------
 
 PACKAGES = ("torch", "triton", "bitsandbytes", "unsloth")
@@ -263,19 +188,14 @@ def versions() -> dict:
 
 
 def driver_versions() -> dict:
-    """The driver's version (``driver``) and the CUDA version it supports (``cuda_driver``): through
-    NVML, else the driver alone through nvidia-smi; None where absent. The one reader of the driver's
-    version: the gate's record (versions) and the asv machine (harness/history/machine.py) use it."""
-    found = {"driver": None, "cuda_driver": None}
+    """The driver's version (``driver``) and the CUDA version it supports (``cuda_driver``), through
+    NVML; None where absent. The one reader of the driver's version: the gate's record (versions)
+    and the asv machine (harness/history/machine.py) use it."""
     pynvml = _pynvml()
-    if pynvml is not None:
-        try:
-            found.update(nvml_versions(pynvml))
-        except Exception:  # no driver behind the bindings: nvidia-smi may still answer (or not)
-            pass
-    if found["driver"] is None:
-        found["driver"] = smi_driver()
-    return found
+    try:
+        return nvml_versions(pynvml) if pynvml is not None else {"driver": None, "cuda_driver": None}
+    except Exception:  # no driver behind the bindings
+        return {"driver": None, "cuda_driver": None}
 
 
 def nvml_versions(pynvml) -> dict:
@@ -287,16 +207,6 @@ def nvml_versions(pynvml) -> dict:
         pynvml.nvmlShutdown()
     driver = driver.decode() if isinstance(driver, bytes) else driver
     return {"driver": driver, "cuda_driver": None if cuda is None else f"{cuda // 1000}.{cuda % 1000 // 10}"}
-
-
-def smi_driver(run=subprocess.run) -> str | None:
-    command = ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"]
-    try:
-        done = run(command, capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    lines = done.stdout.strip().splitlines() if done.returncode == 0 else []
-    return lines[0].strip() if lines else None
 
 
 def gpu_here() -> bool:

@@ -23,8 +23,8 @@ def slug(text: str) -> str:
 
 
 def driver_version() -> str:
-    """The driver's version (NVML, else nvidia-smi); ``unknown`` where neither answers: every value of
-    machine.json is a string."""
+    """The driver's version (NVML); ``unknown`` where it doesn't answer: every value of machine.json is
+    a string."""
     return gpu_state.driver_versions()["driver"] or "unknown"
 
 

@@ -630,7 +630,7 @@ class Started(BaseException):
 READ_ONLY_GIT = {"rev-parse", "rev-list", "show", "log", "cat-file", "merge-base"}
 # Beside ARGUMENT: revisions, a GPU type, a config, a broken JSON file, a path outside.
 MORE_WORDS = ["HEAD", "HEAD~99999", "main..HEAD", "h200", "asv.conf.json", "garbage.json", "/nonexistent/x"]
-QUERIES = {"uname", "nvidia-smi"}  # what a machine's description asks (platform.processor(), the driver)
+QUERIES = {"uname", "nvidia-smi"}  # what a machine's description asks (platform.processor(), gpu_here)
 
 
 @pytest.fixture

@@ -1,22 +1,14 @@
-"""The GPU's state for the gate's record, read on the CPU: NVML's reason mask decoded, nvidia-smi's CSV
-parsed, a stand-in pynvml read, and every reader degrading to a reason where there is no GPU."""
+"""The GPU's state for the gate's record, read on the CPU: NVML's reason mask decoded, a stand-in
+pynvml read, and every reader degrading to a reason where there is no GPU."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import types
 
 import pytest
 
 from harness.core import gpu_state
-
-# nvidia-smi --query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,enforced.power.limit,
-# clocks_event_reasons.active --format=csv,noheader,nounits, in the format NVIDIA documents (a loaded
-# GPU under its power cap; an idle one; a MIG slice that reports no power).
-SMI_CAPPED = "1755, 3201, 1980, 61, 699.12, 700.00, 0x0000000000000004\n"
-SMI_IDLE = "345, 3201, 1980, 32, 88.20, 700.00, 0x0000000000000001\n"
-SMI_NO_POWER = "1980, 2619, 1980, 45, [N/A], [Not Supported], 0x0000000000000000\n"
 
 
 @pytest.mark.parametrize(
@@ -69,93 +61,6 @@ def test_every_known_reason_is_either_a_slowdown_or_not():
     known = set(gpu_state.REASONS.values())
     assert gpu_state.SLOWDOWNS | gpu_state.NOT_SLOWDOWNS == known
     assert gpu_state.SLOWDOWNS >= {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown"}
-
-
-# --- nvidia-smi -------------------------------------------------------------------------------------
-
-
-def test_the_nvidia_smi_line_of_a_capped_gpu():
-    assert gpu_state.parse_smi_line(SMI_CAPPED) == {
-        "sm_clock_mhz": 1755,
-        "mem_clock_mhz": 3201,
-        "max_sm_clock_mhz": 1980,
-        "temperature_c": 61,
-        "power_w": 699.12,
-        "power_limit_w": 700.0,
-        "throttle_mask": 4,
-        "throttle_reasons": ["sw_power_cap"],
-        "source": "nvidia-smi",
-    }
-    idle = gpu_state.parse_smi_line(SMI_IDLE)
-    assert idle["throttle_reasons"] == ["gpu_idle"] and gpu_state.is_throttled(idle) == []
-
-
-def test_fields_nvidia_smi_cannot_read_are_none():
-    state = gpu_state.parse_smi_line(SMI_NO_POWER)
-    assert state["power_w"] is None and state["power_limit_w"] is None and state["sm_clock_mhz"] == 1980
-    masked = gpu_state.parse_smi_line("1980, 2619, 1980, 45, 300.0, 700.0, [N/A]")
-    assert masked["throttle_mask"] is None and masked["throttle_reasons"] is None
-
-
-@pytest.mark.parametrize(
-    "output,problem",
-    [
-        ("", "printed nothing"),
-        ("1980, 3201, 1980, 61, 699.12, 0x4", "6 values, expected 7"),
-        ("1980, 3201, 1980, hot, 699.12, 700.00, 0x4", "temperature_c is not a number"),
-        ("1980, 3201, 1980, 61, 699.12, 700.00, Active", "not hexadecimal"),
-    ],
-)
-def test_nvidia_smi_output_this_module_cannot_read_is_named(output, problem):
-    with pytest.raises(gpu_state.NvidiaSmiError, match=problem):
-        gpu_state.parse_smi_line(output)
-
-
-class FakeRun:
-    """subprocess.run for nvidia-smi: answers in turn, and keeps the commands."""
-
-    def __init__(self, *answers):
-        self.answers, self.commands = list(answers), []
-
-    def __call__(self, command, **kwargs):
-        self.commands.append(command)
-        answer = self.answers.pop(0)
-        if isinstance(answer, BaseException):
-            raise answer
-        code, out, err = answer
-        return subprocess.CompletedProcess(command, code, out, err)
-
-
-def test_nvidia_smi_is_asked_for_the_one_gpu_and_the_fields_in_order():
-    run = FakeRun((0, SMI_CAPPED, ""))
-    assert gpu_state.smi_snapshot("00000000:17:00.0", run=run)["sm_clock_mhz"] == 1755
-    (command,) = run.commands
-    assert command[:3] == ["nvidia-smi", "-i", "00000000:17:00.0"]
-    assert command[3] == (
-        "--query-gpu=clocks.sm,clocks.mem,clocks.max.sm,temperature.gpu,power.draw,enforced.power.limit,"
-        "clocks_event_reasons.active"
-    )
-    assert command[4] == "--format=csv,noheader,nounits"
-
-
-def test_an_older_driver_is_asked_for_the_old_field_name():
-    refused = (2, "", 'Field "clocks_event_reasons.active" is not a valid field to query.\n')
-    run = FakeRun(refused, (0, SMI_CAPPED, ""))
-    assert gpu_state.smi_snapshot(0, run=run)["throttle_reasons"] == ["sw_power_cap"]
-    assert run.commands[1][3].endswith(",clocks_throttle_reasons.active")
-
-
-@pytest.mark.parametrize(
-    "answer,problem",
-    [
-        (FileNotFoundError("nvidia-smi"), "not on PATH"),
-        (subprocess.TimeoutExpired("nvidia-smi", 30), "nvidia-smi failed"),
-        ((9, "No devices were found\n", ""), "exited 9: No devices were found"),
-    ],
-)
-def test_nvidia_smi_failing_is_an_error_that_says_how(answer, problem):
-    with pytest.raises(gpu_state.NvidiaSmiError, match=problem):
-        gpu_state.smi_snapshot(0, run=FakeRun(answer))
 
 
 # --- NVML through a stand-in nvidia-ml-py ---------------------------------------------------------
@@ -238,18 +143,15 @@ def test_the_device_is_found_by_index_uuid_or_bus_id(device, kind):
     assert seen == [(kind, device)]
 
 
-def test_snapshot_prefers_nvml_then_nvidia_smi_then_says_why_not(monkeypatch, tmp_path):
+def test_snapshot_reads_nvml_else_says_why_not(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     assert gpu_state.snapshot(0)["source"] == "nvml"
 
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_error=NVMLError("Driver Not Loaded")))
-    monkeypatch.setattr(gpu_state, "smi_snapshot", lambda device: gpu_state.parse_smi_line(SMI_IDLE))
-    assert gpu_state.snapshot(0)["source"] == "nvidia-smi"
+    assert gpu_state.snapshot(0) == {"unavailable": "NVML: NVMLError: Driver Not Loaded"}
 
-    monkeypatch.undo()
     monkeypatch.setitem(sys.modules, "pynvml", None)  # `import pynvml` raises ImportError
-    monkeypatch.setenv("PATH", str(tmp_path))  # and no nvidia-smi
-    assert gpu_state.snapshot(0) == {"unavailable": "nvidia-ml-py (pynvml) is not installed; nvidia-smi is not on PATH"}
+    assert gpu_state.snapshot(0) == {"unavailable": "nvidia-ml-py (pynvml) is not installed"}
 
 
 def test_torch_index_to_nvml_device():
@@ -274,7 +176,7 @@ def test_versions_never_import_unsloth(monkeypatch, tmp_path):
     monkeypatch.delitem(sys.modules, "unsloth", raising=False)
     found = gpu_state.versions()
     assert found["unsloth"] == "2026.10.9" and "unsloth" not in sys.modules
-    assert found["driver"] is None and found["cuda_driver"] is None  # no NVML, no nvidia-smi here
+    assert found["driver"] is None and found["cuda_driver"] is None  # no NVML here
     assert found["torch"] and found["triton"]
     assert set(found) == {"driver", "cuda", "cuda_driver", "torch", "triton", "bitsandbytes", "unsloth"}
 
@@ -284,15 +186,11 @@ def test_a_package_that_is_absent_is_none():
 
 
 def test_versions_from_nvml(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(init_error=NVMLError("Driver Not Loaded")))
+    assert gpu_state.driver_versions() == {"driver": None, "cuda_driver": None}
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml())
     found = gpu_state.versions()
     assert found["driver"] == "580.159.04" and found["cuda_driver"] == "13.0"
     nvml = fake_pynvml()
     nvml.nvmlSystemGetCudaDriverVersion = lambda: 12080
     assert gpu_state.nvml_versions(nvml)["cuda_driver"] == "12.8"
-
-
-def test_the_driver_from_nvidia_smi():
-    assert gpu_state.smi_driver(run=FakeRun((0, "580.159.04\n", ""))) == "580.159.04"
-    assert gpu_state.smi_driver(run=FakeRun(FileNotFoundError("nvidia-smi"))) is None
-    assert gpu_state.smi_driver(run=FakeRun((9, "", "No devices were found"))) is None
