@@ -19,7 +19,7 @@ import json
 import math
 import sys
 
-from harness.core import command_output, exits, gpu_state, gpu_types, kernel_source, records
+from harness.core import command_output, exits, gate_record, gpu_state, gpu_types, kernel_source, schema
 from harness.core import markdown as md
 from harness.gate import decision
 from harness.gate.table import markdown, table
@@ -109,8 +109,8 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         args.kernel = "HEAD"  # committed code only, as the workflow measures it
     if args.expect_kernel and not args.replay:
         parser.error("--expect-kernel checks a record: give it with --replay")
-    records.check_output(parser, "--json", args.json)
-    records.check_output(parser, "--summary", args.summary)
+    command_output.check_output(parser, "--json", args.json)
+    command_output.check_output(parser, "--summary", args.summary)
     return args
 
 
@@ -120,7 +120,7 @@ def check_commit(record: dict, args) -> None:
     commit = (record.get("kernel") or {}).get("commit")
     if args.expect_kernel and commit != args.expect_kernel:
         wanted = f"{commit!r}, not the expected {args.expect_kernel}"
-        raise records.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
+        raise schema.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
 
 
 def write(args, record: dict, text: str, summary: str) -> None:
@@ -153,7 +153,7 @@ def run(args) -> int:
     """Read or measure, decide, report: the exit code. ValueError (RecordError and SourceError among
     them) for input that gives no verdict."""
     if args.replay:
-        record = records.read_gate(args.replay, f"--replay {args.replay}")
+        record = gate_record.read_gate(args.replay, f"--replay {args.replay}")
         check_commit(record, args)
     elif not gpu_state.gpu_here():
         record = unmeasured(args)
@@ -184,7 +184,7 @@ def unmeasured(args) -> dict:
         "command": as_run(),
         "environment": {"cuda": False, "cuda_error": NO_GPU},
         "kernel": {"source": args.kernel, "commit": commit},
-        "harness_version": records.HARNESS_VERSION,
+        "harness_version": gate_record.HARNESS_VERSION,
     }
 
 
@@ -193,7 +193,7 @@ def check_gpu_type(args, record: dict) -> None:
     the wrong label must not pass a PR against another type's threshold."""
     device = record.get("environment", {}).get("device")
     if args.gpu is not None and "seconds" in record and not args.gpu.runs(str(device)):
-        raise records.RecordError(
+        raise schema.RecordError(
             "the record", "environment.device", f"{device!r}, not a GPU of type {args.gpu.name} ({args.gpu.device})"
         )
 

@@ -13,7 +13,7 @@ import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.core import exits, policy, records, stats
+from harness.core import exits, gate_record, policy, stats
 
 # The policy (.github/gpu-types.toml's [policy.gate], harness/core/policy.py): the trusted checkout's.
 POLICY = policy.gate()
@@ -135,10 +135,10 @@ def more_rounds_would_help(record: dict, threshold: float) -> bool:
 def decide(record: dict, threshold: float = DEFAULT_THRESHOLD) -> Verdict:
     """Pass only when everything was measured, every output was exact and the median ratio over the
     interleaved rounds is at least ``threshold``. Nothing measured is never a pass.
-    A record that breaks its schema (``records.check_gate``), or a threshold that is no finite
+    A record that breaks its schema (``gate_record.check_gate``), or a threshold that is no finite
     positive speed-up, is a ValueError: no verdict."""
     check_threshold(threshold)
-    records.check_gate(record, "the record")
+    gate_record.check_gate(record, "the record")
     environment = record["environment"]
     if not environment.get("cuda"):
         why = environment.get("cuda_error", "no CUDA GPU here")

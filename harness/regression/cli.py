@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.core import command_output, exits, kernel_source, records, workload
+from harness.core import command_output, exits, kernel_source, regression_record, schema, workload
 from harness.core import markdown as md
 from harness.regression import clocked, rule
 
@@ -99,7 +99,7 @@ def report(record: dict, verdict: rule.Judgement, summary_path: str | None) -> i
 
 
 def report_failed(record: dict, summary_path: str | None) -> int:
-    """A measurement that failed (``records.FAILED_EXITS``): its one line, and the summary saying
+    """A measurement that failed (``regression_record.FAILED_EXITS``): its one line, and the summary saying
     so; its exit code."""
     reason = record["failed"]["reason"]
     print(f"regression: FAIL: {md.line(reason, limit=None)} (exit {record['failed']['exit_code']})", flush=True)
@@ -109,17 +109,17 @@ def report_failed(record: dict, summary_path: str | None) -> int:
 
 
 def replay(path: str, args) -> int:
-    """The verdict on a record, after its schema (``records.check_regression``)."""
+    """The verdict on a record, after its schema (``regression_record.check_regression``)."""
     try:
-        record = records.read_regression(path, f"--replay {path}")
+        record = regression_record.read_regression(path, f"--replay {path}")
         for side, wanted in zip(("base", "head"), args.expect or (), strict=False):
-            full = wanted if records.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
+            full = wanted if schema.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
             if record[side] != full:
-                raise records.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
+                raise schema.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
         if "failed" in record:
             return report_failed(record, args.summary)
         verdict = rule.decide(record, args.min_change, args.min_group_change)
-    except records.RecordError as error:
+    except schema.RecordError as error:
         return no_verdict(str(error))
     except ValueError as error:  # can't support a verdict: a pass of one round, suspects never re-measured
         return no_verdict(f"--replay {path}: {error}")
@@ -167,8 +167,8 @@ def command_line() -> argparse.ArgumentParser:
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad one ends here (exit 2), before anything runs."""
     args = parser.parse_args(argv)
-    records.check_output(parser, "--record", args.record)
-    records.check_output(parser, "--summary", args.summary)
+    command_output.check_output(parser, "--record", args.record)
+    command_output.check_output(parser, "--summary", args.summary)
     for name in ("min_change", "min_group_change"):
         value = getattr(args, name)
         if value is not None and not 0 < value < 1:
@@ -244,7 +244,7 @@ def measure(args, base: str, head: str) -> dict | int:
                 sandboxed=not args.no_sandbox,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
-        if error.exit_code in records.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step
+        if error.exit_code in regression_record.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step
             return {"device": args.device, "failed": {"exit_code": error.exit_code, "reason": str(error)}}
         print(f"regression: {md.line(error, limit=None)}", flush=True)
         return error.exit_code if error.exit_code == exits.NO_GPU else 2

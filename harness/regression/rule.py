@@ -14,7 +14,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 
 from harness.core import markdown as md
-from harness.core import policy, records, stats
+from harness.core import policy, regression_record, stats
+from harness.core.schema import Where
 
 # Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
 # suite, the weights that dominate a real model's time.
@@ -90,28 +91,10 @@ class Judgement:
 
 
 def check_record(record: dict, what: str = "the paired record") -> list[str]:
-    """The result keys every round holds for both sides; ValueError naming the problem otherwise."""
-    rounds = record.get("rounds") if isinstance(record, dict) else None
-    if not isinstance(rounds, list) or not rounds:
-        raise ValueError(f"{what} has no rounds")
-    keys = None
-    for i, rnd in enumerate(rounds):
-        for side in ("base", "head"):
-            timed = rnd.get(side) if isinstance(rnd, dict) else None
-            if not isinstance(timed, dict) or not timed:
-                raise ValueError(f"{what}: round {i + 1} timed nothing for {side}")
-            for key, samples in timed.items():
-                ok = isinstance(samples, list) and samples
-                ok = ok and all(isinstance(s, int | float) and math.isfinite(s) and s > 0 for s in samples)
-                if not ok:
-                    raise ValueError(f"{what}: round {i + 1}, {side}, {key}: not a list of positive seconds")
-        here = set(rnd["base"])
-        if set(rnd["head"]) != here:
-            raise ValueError(f"{what}: round {i + 1} timed different results for base and head")
-        if keys is not None and here != keys:
-            raise ValueError(f"{what}: round {i + 1} timed other results than round 1")
-        keys = here
-    return sorted(keys)
+    """The result keys every round of a pass holds for both sides; RecordError (a ValueError) naming
+    the problem otherwise (``regression_record.check_pass``)."""
+    regression_record.check_pass(record, Where(what))
+    return sorted(record["rounds"][0]["base"])
 
 
 def _call(low: float, high: float, limit: float) -> str:
@@ -244,9 +227,9 @@ def decide(
     decided by the second pass, peak memory compared. The limits are the caller's, else this
     module's defaults: never the record's own ``rule``, which a record under test could loosen (it
     says what the measurement used; a note says where that differs). ValueError where the record
-    breaks its schema (``records.check_regression``) or can't support a verdict (suspects never
+    breaks its schema (``regression_record.check_regression``) or can't support a verdict (suspects never
     re-measured, a pass of fewer than ``MIN_ROUNDS`` rounds)."""
-    records.check_regression(record, "the record")
+    regression_record.check_regression(record, "the record")
     for number, found in enumerate(record["passes"], 1):
         if len(found["rounds"]) < MIN_ROUNDS:
             raise ValueError(
