@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
 from harness.core import command_output, exits, gate_record, gpu_state, gpu_types, kernel_source, schema
@@ -77,12 +76,9 @@ def speed_up(text: str) -> float:
     """A threshold: a finite speed-up above 0 (``float`` alone takes "nan", which passes every record,
     and "inf", which fails every one)."""
     try:
-        value = float(text)
+        return decision.check_threshold(float(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"a threshold is a finite speed-up above 0, not {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"a threshold is a finite speed-up above 0, not {text!r}") from None
 
 
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:

@@ -27,10 +27,8 @@ DEFAULT_MIN_CHANGE = POLICY.min_change  # one result: slower by more than this, 
 DEFAULT_MIN_GROUP_CHANGE = POLICY.min_group_change  # a group's geometric mean: likewise
 # A pass of one round carries no round-to-round noise to judge a change against: no verdict from it.
 MIN_ROUNDS = POLICY.min_rounds
-# The bootstrap (``harness/core/stats.py``), two-level, its resamples and seed the policy's. The seed:
-# each result's stream is seeded by [SEED, crc32(its name)], so a result's interval does not depend on
-# which other results were measured, and the rounds' joint resampling by [SEED, rounds]. Each end is
-# interpolated between draws (``stats.percentile_interval``'s default), as every recorded reading was.
+# The bootstrap (``harness/core/stats.py``), two-level, its resamples and seed the policy's; each end
+# interpolated between draws, as every recorded reading was.
 CI_LEVEL = stats.CI_LEVEL
 RESAMPLES = POLICY.resamples
 SEED = POLICY.seed
@@ -124,8 +122,8 @@ def judge(
     keys = check_record(record)
     rounds = record["rounds"]
     n_rounds = len(rounds)
-    # One generator per result, seeded by its name: the same record always gives the same
-    # intervals, and a result's interval does not depend on which other results were measured.
+    # One generator per result, seeded by [SEED, crc32(its name)]: the same record always gives the
+    # same intervals, and a result's interval does not depend on which other results were measured.
     per_round = {}  # key -> (rounds x resamples) of round ratios, calls resampled
     for key in keys:
         rng = stats.generator([seed, zlib.crc32(key.encode())])
