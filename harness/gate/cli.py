@@ -194,25 +194,21 @@ def check_gpu_type(args, record: dict) -> None:
         )
 
 
-def report(args, record: dict, verdict: decision.Verdict) -> int:
-    check_gpu_type(args, record)
-    if args.measure_only:
-        return report_measured(args, record, verdict)
-    record["threshold"] = args.threshold
-    record["verdict"] = verdict.as_dict()
-    text = table(record, verdict, args.threshold)
-    write(args, record, text, markdown(record, verdict, args.threshold, text))
-    return verdict.exit_code
-
-
 MEASUREMENT_FAILURES = (decision.EXIT_INCORRECT, decision.EXIT_NO_GPU, decision.EXIT_NO_UNSLOTH)
 
 
-def report_measured(args, record: dict, verdict: decision.Verdict) -> int:
-    """--measure-only: the record, with what it would be decided here for reading, and an exit code
-    that says only whether it measured: a kernel slower than the threshold still exits 0."""
-    record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+def report(args, record: dict, verdict: decision.Verdict) -> int:
+    """The table, the record and the summary written; the verdict's exit code. ``--measure-only``:
+    the record, with what it would be decided here for reading, and an exit code that says only
+    whether it measured: a kernel slower than the threshold still exits 0."""
+    check_gpu_type(args, record)
     text = table(record, verdict, args.threshold)
-    text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
-    write(args, record, text, "")
-    return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
+    if args.measure_only:
+        record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+        text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
+        write(args, record, text, "")
+        return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
+    record["threshold"] = args.threshold
+    record["verdict"] = verdict.as_dict()
+    write(args, record, text, markdown(record, verdict, args.threshold, text))
+    return verdict.exit_code

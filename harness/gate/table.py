@@ -32,12 +32,12 @@ def timing_table(record: dict) -> list[str]:
         "",
     ]
     timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
-    rows = []
-    for i, shape in enumerate(record["shapes"]):
-        for name in timed:
-            rows.append(
-                _row(shape, name, decision.per_call_us(record["seconds"][name], i, record["calls_per_timing"]), copy)
-            )
+    seconds, calls = record["seconds"], record["calls_per_timing"]
+    rows = [
+        _row(shape, name, decision.per_call_us(seconds[name], i, calls), copy)
+        for i, shape in enumerate(record["shapes"])
+        for name in timed
+    ]
     lines += md.table(TIMING_HEADER, rows, align="llrrr", widths=TIMING_WIDTHS)
     lines.append("")
     return lines
