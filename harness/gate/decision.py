@@ -1,10 +1,6 @@
-"""The gate's decision, from a record of measurements: pure, so it is tested on recorded timings.
-
-Pass when the median over rounds of (Unsloth's round time / nf4kernel's) is at least the
-threshold; a 95% bootstrap interval says how sure that is, and the verdict says when it still
-straddles the threshold at the round bound. Records without ``round_states`` (older ones) decide
-the same way. No relative check against the base: docs/speed-gate.md says why.
-"""
+"""The gate's decision, pure (tested on recorded timings): pass when the median over rounds of
+(Unsloth's round time / nf4kernel's) is at least the threshold; a 95% bootstrap interval says how
+sure that is. How and why it decides so: docs/speed-gate.md."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""The regression check's decision, pure: each result judged against its own noise, from paired rounds.
-
-Per result the change is the median over rounds of median(HEAD's calls) / median(BASE's); its 95%
-interval, a two-level bootstrap (rounds, then calls), is the noise it is judged against. A result or
-a group is called slower only when its whole interval lies above the limit, and what the first pass
-calls slower or leaves open is re-measured before it is believed (``suspects``, ``merge``). The
-rule, its assumptions and what it was measured to detect: docs/performance-history.md.
-"""
+"""The regression check's decision, pure: per result, the median over rounds of median(HEAD's
+calls) / median(BASE's), called slower only when its whole 95% interval (a two-level bootstrap)
+lies above the limit, and re-measured before it is believed (``suspects``, ``merge``). The rule,
+its assumptions and what it was measured to detect: docs/performance-history.md."""
 
 from __future__ import annotations
 
