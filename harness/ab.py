@@ -37,8 +37,7 @@ def session(
 
 @dataclass
 class Batch:
-    """One timed batch: its seconds, each timed call's, which of them the reference checked after
-    they answered, and the GPU's state before and after it."""
+    """One timed batch: its seconds, each timed call's, which the reference checked, the GPU's state around it."""
 
     seconds: float
     calls: list

@@ -130,13 +130,6 @@ def a_fraction(value: Any, where: Where) -> float:
     return value
 
 
-def seconds(value: Any, where: Where) -> float:
-    low, high = SECONDS_RANGE
-    if not low <= a_number(value, where, positive=True) <= high:
-        where.fail(f"{shown(value)} s is outside {low:g} to {high:g} s: no timing of this kernel")
-    return value
-
-
 def seconds_list(value: Any, where: Where) -> list:
     """A nonempty list of timings: a hundred thousand plain floats in range pass in one pass (NaN
     fails both comparisons); only a list with something else in it is walked for the message."""
@@ -144,7 +137,8 @@ def seconds_list(value: Any, where: Where) -> list:
     low, high = SECONDS_RANGE
     if not all(type(v) is float and low <= v <= high for v in value):
         for i, v in enumerate(value):
-            seconds(v, where.at(i))
+            if not low <= a_number(v, where.at(i), positive=True) <= high:
+                where.at(i).fail(f"{shown(v)} s is outside {low:g} to {high:g} s: no timing of this kernel")
     return value
 
 
