@@ -6,22 +6,25 @@ results and ``benchmarks/history``, the format asv 0.6 writes) and a ``machine.j
 from __future__ import annotations
 
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness.core.schema import (
     COMMIT_HASH,
+    NONEMPTY,
     Where,
     a_list,
     a_number,
     a_string,
     an_int,
     an_object,
-    optional,
+    fields,
     read_json,
     required,
     shown,
     strings,
+    values,
 )
 
 ASV_RESULTS_VERSION = 2  # the asv result file format asv 0.6 writes and reads
@@ -29,13 +32,11 @@ ASV_MACHINE_VERSION = 1
 
 
 def read_asv_result(path: str | Path, name: str | None = None) -> dict:
-    name = str(path) if name is None else name
-    return check_asv_result(read_json(path, name), name)
+    return check_asv_result(read_json(path, name), str(path) if name is None else name)
 
 
 def read_machine(path: str | Path, name: str | None = None) -> dict:
-    name = str(path) if name is None else name
-    return check_machine(read_json(path, name), name)
+    return check_machine(read_json(path, name), str(path) if name is None else name)
 
 
 def check_asv_result(record: Any, file: str = "the asv result") -> dict:
@@ -49,19 +50,11 @@ def check_asv_result(record: Any, file: str = "the asv result") -> dict:
     commit = required(record, "commit_hash", where, a_string)
     if not COMMIT_HASH.fullmatch(commit):
         where.key("commit_hash").fail(f"{shown(commit)} is not a full commit hash")
-    required(record, "env_name", where, a_string, nonempty=True)
-    optional(record, "date", where, an_int, minimum=0)
-    optional(record, "python", where, a_string)
-    params = optional(record, "params", where, an_object) or {}
-    for key, value in params.items():
-        a_string(value, where.key("params").key(key))
-    columns = required(record, "result_columns", where, strings)
-    results = required(record, "results", where, an_object)
-    for name, row in results.items():
-        _asv_row(row, where.key("results").key(name), columns)
-    durations = optional(record, "durations", where, an_object) or {}
-    for key, value in durations.items():
-        a_number(value, where.key("durations").key(key))
+    spec = {"env_name": NONEMPTY, "date?": partial(an_int, minimum=0), "python?": a_string}
+    spec.update({"params?": values(a_string), "result_columns": strings, "results": an_object})
+    fields(record, where, {**spec, "durations?": values(a_number)})
+    row = partial(_asv_row, columns=record["result_columns"])
+    values(row)(record["results"], where.key("results"))
     return record
 
 

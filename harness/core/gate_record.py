@@ -1,6 +1,5 @@
 """The gate record (``python -m harness gate`` writes it; ``--replay`` reads it): its schema
-(``check_gate``) and its reader (``read_gate``).
-"""
+(``check_gate``) and its reader (``read_gate``)."""
 
 from __future__ import annotations
 
@@ -8,16 +7,20 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.schema import (
+    COUNT,
+    NONEMPTY,
+    POSITIVE,
     Where,
     a_bool,
     a_list,
-    a_number,
     a_string,
-    a_string_or_null,
-    an_int,
     an_object,
+    each,
+    fields,
     gpu_state,
+    object_of,
     optional,
+    or_null,
     read_json,
     required,
     seconds_list,
@@ -26,22 +29,39 @@ from harness.core.schema import (
     text_keys,
 )
 
-# The harness version a gate record is measured by: bump it when a change to the harness changes
-# what a record's seconds mean (how a round is timed, what a timing holds), so that a base measured
-# the old way is never compared with a PR measured the new way. Records written before the field
-# existed are version 1: they were timed as today's gate times (interleaved rounds, 1000 x (up,
-# gate, down) per shape per timing, synchronized after every call).
-# Version 2: timed by the trusted clock (harness/clock): batches go-to-done from another process, the
-# outputs written into slots the reference owns, inputs drawn from copies larger than L2.
+# The harness version a gate record is measured by: bumped when a change to the harness changes what
+# a record's seconds mean, so that a base measured the old way is never compared with a PR measured
+# the new way (the versions: docs/harness-code.md).
 HARNESS_VERSION = 2
 UNVERSIONED = 1  # what a record without "harness_version" was measured by
 
 GATE_TIMED = ("nf4kernel", "unsloth")  # what the gate's verdict compares; bitsandbytes is shown beside
 
 
+def _versions(value: Any, where: Where) -> dict:
+    for key in text_keys(an_object(value, where), where):
+        or_null(a_string)(value[key], where.key(key))
+    return value
+
+
+ENVIRONMENT = {
+    "cuda": a_bool,
+    "cuda_error?": a_string,
+    "unsloth_error?": a_string,
+    **{f"{key}?": or_null(a_string) for key in ("device", "torch", "triton", "bitsandbytes", "unsloth")},
+    "copy_bytes_per_s?": POSITIVE,
+    "versions?": _versions,
+}
+CHECK = {"shape": a_string, "weight": a_string, "check": a_string, "ok": a_bool, "exact?": a_bool, "reason?": a_string}
+SHAPE = {"label": NONEMPTY, "bytes_per_call": POSITIVE}
+STATE = {"state_before": gpu_state, "state_after": gpu_state, "throttled": strings}
+KERNEL = {f"{key}?": a_string for key in ("source", "commit", "staged", "imported_from")}
+TIMED = {"calls_per_timing": COUNT}
+MEASURED = {"device": NONEMPTY, "copy_bytes_per_s": POSITIVE}  # in the environment of a record that timed
+
+
 def read_gate(path: str | Path, name: str | None = None) -> dict:
-    name = str(path) if name is None else name
-    return check_gate(read_json(path, name), name)
+    return check_gate(read_json(path, name), str(path) if name is None else name)
 
 
 def check_gate(record: Any, file: str = "the gate record") -> dict:
@@ -52,83 +72,45 @@ def check_gate(record: Any, file: str = "the gate record") -> dict:
     an_object(record, where)
     if "mode" in record:  # only the A/A noise check's records had one, and the gate reads none of them
         where.key("mode").fail(f"{shown(record['mode'])}: a gate record has no mode (an A/A record had one)")
-    environment = _environment(record, where)
-    optional(record, "rounds", where, an_int, minimum=1)
-    optional(record, "rounds_first", where, an_int, minimum=1)
-    optional(record, "max_rounds", where, an_int, minimum=1)
-    optional(record, "harness_version", where, an_int, minimum=1)
-    measured = environment["cuda"] and bool(environment.get("unsloth"))
+    env = required(record, "environment", where, object_of(ENVIRONMENT))
+    if env["cuda"]:
+        required(env, "device", where.key("environment"), NONEMPTY)
+    fields(record, where, {f"{key}?": COUNT for key in ("rounds", "rounds_first", "max_rounds", "harness_version")})
+    measured = env["cuda"] and bool(env.get("unsloth"))
     correct = True
     if measured:
-        checks = required(record, "correctness", where, _correctness)
+        checks = required(record, "correctness", where, each(object_of(CHECK)))
         correct = bool(checks) and all(check["ok"] for check in checks)
     if "seconds" in record or (measured and correct):
         _timings(record, where)
-    optional(record, "kernel", where, _kernel)
+    kernel = optional(record, "kernel", where, object_of(KERNEL))
+    if kernel and "commit" in kernel:
+        required(kernel, "source", where.key("kernel"), a_string)
     return record
-
-
-def _environment(record: dict, where: Where) -> dict:
-    env = required(record, "environment", where, an_object)
-    here = where.key("environment")
-    cuda = required(env, "cuda", here, a_bool)
-    if cuda:
-        required(env, "device", here, a_string, nonempty=True)
-    for key in ("cuda_error", "unsloth_error"):
-        optional(env, key, here, a_string)
-    for key in ("device", "torch", "triton", "bitsandbytes", "unsloth"):
-        optional(env, key, here, a_string_or_null)
-    optional(env, "copy_bytes_per_s", here, a_number, positive=True)
-    versions = text_keys(optional(env, "versions", here, an_object) or {}, here.key("versions"))
-    for key in versions:
-        a_string_or_null(versions[key], here.key("versions").key(key))
-    return env
-
-
-def _correctness(value: Any, where: Where) -> list:
-    for i, check in enumerate(a_list(value, where)):
-        here = where.at(i)
-        an_object(check, here)
-        for key in ("shape", "weight", "check"):
-            required(check, key, here, a_string)
-        required(check, "ok", here, a_bool)
-        optional(check, "exact", here, a_bool)
-        optional(check, "reason", here, a_string)  # the trusted clock's: what failed, said whole
-    return value
 
 
 def _timings(record: dict, where: Where) -> None:
     """``seconds`` and what reads it: the shapes, the calls per timing, the copy bandwidth, a round
     count that matches, a GPU state per round."""
-    shapes = required(record, "shapes", where, _shapes)
-    timed = required(record, "seconds", where, _rounds_by_name, names=GATE_TIMED, shapes=len(shapes))
-    required(record, "calls_per_timing", where, an_int, minimum=1)
-    required(record["environment"], "device", where.key("environment"), a_string, nonempty=True)
-    required(record["environment"], "copy_bytes_per_s", where.key("environment"), a_number, positive=True)
-    rounds = required(record, "rounds", where, an_int, minimum=1)
+    shapes = required(record, "shapes", where, each(object_of(SHAPE), nonempty=True))
+    timed = required(record, "seconds", where, _rounds_by_name, shapes=len(shapes))
+    fields(record, where, TIMED)
+    fields(record["environment"], where.key("environment"), MEASURED)
+    rounds = required(record, "rounds", where, COUNT)
     if rounds != timed:
         where.key("rounds").fail(f"{rounds}, but seconds holds {timed} rounds")
     optional(record, "round_states", where, _round_states, rounds=timed)
 
 
-def _shapes(value: Any, where: Where) -> list:
-    for i, shape in enumerate(a_list(value, where, nonempty=True)):
-        here = where.at(i)
-        an_object(shape, here)
-        required(shape, "label", here, a_string, nonempty=True)
-        required(shape, "bytes_per_call", here, a_number, positive=True)
-    return value
-
-
-def _rounds_by_name(value: Any, where: Where, names: tuple, shapes: int) -> int:
-    """Every implementation's rounds, each a timing per shape; ``names`` required, all of one count
-    of rounds. Returns it."""
+def _rounds_by_name(value: Any, where: Where, shapes: int) -> int:
+    """Every implementation's rounds, each a timing per shape; GATE_TIMED's required, all of one
+    count of rounds. Returns it."""
     an_object(value, where)
-    for name in names:
+    for name in GATE_TIMED:
         if name not in value:
             where.key(name).fail("missing: no rounds timed for it")
     counts = {name: _rounds(rounds, where.key(name), shapes) for name, rounds in value.items()}
-    first = names[0]
+    first = GATE_TIMED[0]
     for name, count in counts.items():
         if count != counts[first]:
             where.key(name).fail(f"{count} rounds, but {first} has {counts[first]}")
@@ -136,32 +118,13 @@ def _rounds_by_name(value: Any, where: Where, names: tuple, shapes: int) -> int:
 
 
 def _rounds(value: Any, where: Where, shapes: int) -> int:
-    rounds = a_list(value, where, nonempty=True)
-    for i, timings in enumerate(rounds):
-        here = where.at(i)
-        seconds_list(timings, here)
-        if len(timings) != shapes:
-            here.fail(f"{len(timings)} timings, but the record's shapes name {shapes}")
-    return len(rounds)
+    for i, timings in enumerate(a_list(value, where, nonempty=True)):
+        if len(seconds_list(timings, where.at(i))) != shapes:
+            where.at(i).fail(f"{len(timings)} timings, but the record's shapes name {shapes}")
+    return len(value)
 
 
 def _round_states(value: Any, where: Where, rounds: int) -> list:
-    states = a_list(value, where)
-    if len(states) != rounds:
-        where.fail(f"{len(states)} states for {rounds} rounds: one per round")
-    for i, state in enumerate(states):
-        here = where.at(i)
-        an_object(state, here)
-        required(state, "state_before", here, gpu_state)
-        required(state, "state_after", here, gpu_state)
-        required(state, "throttled", here, strings)
-    return states
-
-
-def _kernel(value: Any, where: Where) -> dict:
-    an_object(value, where)
-    for key in ("source", "commit", "staged", "imported_from"):
-        optional(value, key, where, a_string)
-    if "commit" in value:
-        required(value, "source", where, a_string)
-    return value
+    if len(a_list(value, where)) != rounds:
+        where.fail(f"{len(value)} states for {rounds} rounds: one per round")
+    return each(object_of(STATE))(value, where)

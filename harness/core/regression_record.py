@@ -1,21 +1,24 @@
 """The regression record (``python -m harness regression --record`` writes it; ``--replay`` reads
-it): its schema (``check_regression``, one pass of paired rounds at a time) and its reader
-(``read_regression``).
-"""
+it): its schema (``check_regression``, one pass at a time: ``check_pass``) and its reader."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from harness.core.schema import (
+    NONEMPTY,
     Where,
     a_fraction,
     a_list,
     a_string,
     an_int,
     an_object,
+    each,
+    fields,
     gpu_state,
+    object_of,
     optional,
     read_json,
     required,
@@ -23,6 +26,7 @@ from harness.core.schema import (
     shown,
     strings,
     text_keys,
+    values,
 )
 
 SIDES = ("base", "head")
@@ -30,8 +34,7 @@ FAILED_EXITS = (2, 3)  # a measurement that failed: a kernel's process never rea
 
 
 def read_regression(path: str | Path, name: str | None = None) -> dict:
-    name = str(path) if name is None else name
-    return check_regression(read_json(path, name), name)
+    return check_regression(read_json(path, name), str(path) if name is None else name)
 
 
 def check_regression(record: Any, file: str = "the regression record") -> dict:
@@ -41,39 +44,29 @@ def check_regression(record: Any, file: str = "the regression record") -> dict:
     (a kernel's output wrong, 3; a kernel's process that never got ready, 2) has no passes, only
     ``failed``: its exit code and what was wrong."""
     where = Where(file)
-    an_object(record, where)
-    for key in ("base", "head", "device"):
-        optional(record, key, where, a_string)
+    fields(record, where, {f"{key}?": a_string for key in ("base", "head", "device")})
     if "failed" in record:
-        failed = an_object(record["failed"], where.key("failed"))
-        if required(failed, "exit_code", where.key("failed"), an_int) not in FAILED_EXITS:
-            where.key("failed").key("exit_code").fail(f"{shown(failed['exit_code'])} is not 2 or 3")
-        required(failed, "reason", where.key("failed"), a_string, nonempty=True)
-        return record
-    optional(record, "environment", where, an_object)
-    rule = optional(record, "rule", where, an_object) or {}
-    for key in ("min_change", "min_group_change"):
-        optional(rule, key, where.key("rule"), a_fraction)
-    passes = required(record, "passes", where, a_list, nonempty=True)
-    for i, found in enumerate(passes):
-        check_pass(found, where.key("passes").at(i))
-    return record
+        return fields(record, where, {"failed": object_of({"exit_code": _failed_exit, "reason": NONEMPTY})})
+    rule = object_of({"min_change?": a_fraction, "min_group_change?": a_fraction})
+    return fields(record, where, {"environment?": an_object, "rule?": rule, "passes": each(check_pass, nonempty=True)})
+
+
+def _failed_exit(value: Any, where: Where) -> int:
+    if an_int(value, where) not in FAILED_EXITS:
+        where.fail(f"{shown(value)} is not 2 or 3")
+    return value
 
 
 def check_pass(value: Any, where: Where) -> dict:
     """One pass of paired rounds: every round timed the same results, for BASE and for HEAD."""
-    an_object(value, where)
-    rounds = required(value, "rounds", where, a_list, nonempty=True)
+    rounds = required(an_object(value, where), "rounds", where, a_list, nonempty=True)
     keys = None
     for i, paired in enumerate(rounds):
         timed = _paired_round(paired, where.key("rounds").at(i))
         if keys is not None and timed != keys:
             where.key("rounds").at(i).fail(f"timed {_named(timed)}, but round 1 timed {_named(keys)}")
         keys = timed
-    optional(value, "bytes", where, _counts)
-    peak = optional(value, "peak_bytes", where, an_object) or {}
-    for side in SIDES:
-        optional(peak, side, where.key("peak_bytes"), _counts)
+    fields(value, where, {"bytes?": _counts, "peak_bytes?": object_of({f"{side}?": _counts for side in SIDES})})
     optional(value, "states", where, _probe_states, rounds=len(rounds))
     return value
 
@@ -100,24 +93,11 @@ def _paired_round(value: Any, where: Where) -> set:
     return found["base"]
 
 
-def _counts(value: Any, where: Where) -> dict:
-    """Bytes per result: whole numbers, 0 or more."""
-    text_keys(an_object(value, where), where)
-    for key, count in value.items():
-        an_int(count, where.key(key), minimum=0)
-    return value
+_counts = values(partial(an_int, minimum=0), text=True)  # bytes per result
 
 
 def _probe_states(value: Any, where: Where, rounds: int) -> list:
     """Per round, per side, per result: the GPU's state before and after it was timed."""
-    states = a_list(value, where)
-    if len(states) > rounds:
-        where.fail(f"{len(states)} rounds of states for {rounds} rounds")
-    for i, sides in enumerate(states):
-        here = where.at(i)
-        an_object(sides, here)
-        for side, results in sides.items():
-            for key, around in an_object(results, here.key(side)).items():
-                for moment, state in an_object(around, here.key(side).key(key)).items():
-                    gpu_state(state, here.key(side).key(key).key(moment))
-    return states
+    if len(a_list(value, where)) > rounds:
+        where.fail(f"{len(value)} rounds of states for {rounds} rounds")
+    return each(values(values(values(gpu_state))))(value, where)

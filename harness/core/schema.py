@@ -1,10 +1,6 @@
 """The schema machinery every record kind is checked with: ``RecordError`` (a ValueError whose one
-line names the file and the field), ``Where`` (a place in a record), the field checkers a kind's
-schema is written in (an object, a list, a string, a number, a time in seconds, a GPU state, ...),
-and ``read_json``, a file's JSON or a RecordError naming the file.
-
-A bool is not a number here, though Python's bool is an int, and a time is a finite number of
-seconds in ``SECONDS_RANGE``.
+line names the file and the field), ``Where`` (a place in a record), the field checkers and
+``fields`` (an object checked against a table of them), and ``read_json``. Why: docs/harness-code.md.
 """
 
 from __future__ import annotations
@@ -14,14 +10,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.core.gpu_state import STATE_KEYS
 
-# A timing outside this range is no measurement of this kernel on any GPU (the gate's per-round
-# totals are tenths of a second, the regression check's calls microseconds; the interpreter's
-# milliseconds): refused, which also keeps every ratio and logarithm the rules take finite.
+# A timing outside this range is no measurement of this kernel on any GPU: refused, which also keeps
+# every ratio and logarithm the rules take finite.
 SECONDS_RANGE = (1e-9, 1e5)
 SHOWN_CHARS = 60  # how much of a wrong value the error line quotes
 COMMIT_HASH = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # git's SHA-1 and SHA-256 object names
@@ -34,9 +30,6 @@ class RecordError(ValueError):
     def __init__(self, file: str, field: str, problem: str):
         self.file, self.field, self.problem = str(file), field, problem
         super().__init__(f"{self.file}: {field}: {problem}" if field else f"{self.file}: {problem}")
-
-
-# --- Where in a record, and what is wrong there ----------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -132,44 +125,76 @@ def a_number(value: Any, where: Where, positive: bool = False) -> float:
 
 def a_fraction(value: Any, where: Where) -> float:
     """A number strictly between 0 and 1."""
-    a_number(value, where)
-    if not 0 < value < 1:
+    if not 0 < a_number(value, where) < 1:
         where.fail(f"{shown(value)} is not a fraction in (0, 1)")
     return value
 
 
-def seconds(value: Any, where: Where) -> float:
-    a_number(value, where, positive=True)
-    low, high = SECONDS_RANGE
-    if not low <= value <= high:
-        where.fail(f"{shown(value)} s is outside {low:g} to {high:g} s: no timing of this kernel")
-    return value
-
-
 def seconds_list(value: Any, where: Where) -> list:
-    """A nonempty list of timings. The H100's regression records hold a hundred thousand of them:
-    a plain float in range is accepted in one pass (NaN fails both comparisons), and only a list with
-    something else in it is walked value by value for the message."""
+    """A nonempty list of timings: a hundred thousand plain floats in range pass in one pass (NaN
+    fails both comparisons); only a list with something else in it is walked for the message."""
     a_list(value, where, nonempty=True)
     low, high = SECONDS_RANGE
     if not all(type(v) is float and low <= v <= high for v in value):
         for i, v in enumerate(value):
-            seconds(v, where.at(i))
+            if not low <= a_number(v, where.at(i), positive=True) <= high:
+                where.at(i).fail(f"{shown(v)} s is outside {low:g} to {high:g} s: no timing of this kernel")
     return value
 
 
-def a_string_or_null(value: Any, where: Where) -> str | None:
-    return None if value is None else a_string(value, where)
+NONEMPTY = partial(a_string, nonempty=True)
+POSITIVE = partial(a_number, positive=True)
+COUNT = partial(an_int, minimum=1)
 
 
-def a_number_or_null(value: Any, where: Where) -> float | None:
-    return None if value is None else a_number(value, where)
+def or_null(check: Callable) -> Callable:
+    return lambda value, where: None if value is None else check(value, where)
 
 
-def strings(value: Any, where: Where) -> list[str]:
-    for i, item in enumerate(a_list(value, where)):
-        a_string(item, where.at(i))
+def each(check: Callable, nonempty: bool = False) -> Callable:
+    """A list whose every item passes ``check``."""
+
+    def checked(value: Any, where: Where) -> list:
+        for i, item in enumerate(a_list(value, where, nonempty)):
+            check(item, where.at(i))
+        return value
+
+    return checked
+
+
+strings = each(a_string)
+
+
+def values(check: Callable, text: bool = False) -> Callable:
+    """An object whose every value passes ``check`` (and, with ``text``, every key is text)."""
+
+    def checked(value: Any, where: Where) -> dict:
+        an_object(value, where)
+        if text:
+            text_keys(value, where)
+        for key, item in value.items():
+            check(item, where.key(key))
+        return value
+
+    return checked
+
+
+def fields(value: Any, where: Where, spec: dict) -> dict:
+    """An object whose fields pass ``spec`` (name -> check, in order; a name ending in ``?`` may be
+    absent)."""
+    an_object(value, where)
+    for name, check in spec.items():
+        key = name.rstrip("?")
+        if key in value:
+            check(value[key], where.key(key))
+        elif key == name:
+            where.key(key).fail("missing")
     return value
+
+
+def object_of(spec: dict) -> Callable:
+    """A check of an object against ``spec`` (``fields``)."""
+    return lambda value, where: fields(value, where, spec)
 
 
 def required(record: dict, key: str, where: Where, check: Callable, **options) -> Any:
@@ -204,17 +229,17 @@ def read_json(path: str | Path, name: str | None = None) -> Any:
         raise RecordError(name, "", "not JSON this harness reads (nested too deeply)") from None
 
 
+GPU_STATE = {
+    "source": a_string,
+    **{f"{key}?": or_null(a_number) for key in STATE_KEYS},
+    "throttle_mask?": or_null(partial(an_int, minimum=0)),
+    "throttle_reasons?": or_null(strings),
+}
+
+
 def gpu_state(value: Any, where: Where) -> dict:
     """A snapshot of the GPU (``gpu_state.snapshot``): its readings, or why there are none."""
-    an_object(value, where)
-    if "unavailable" in value:
+    if "unavailable" in an_object(value, where):
         a_string(value["unavailable"], where.key("unavailable"))
         return value
-    required(value, "source", where, a_string)
-    for key in STATE_KEYS:
-        optional(value, key, where, a_number_or_null)
-    if value.get("throttle_mask") is not None:
-        an_int(value["throttle_mask"], where.key("throttle_mask"), minimum=0)
-    if value.get("throttle_reasons") is not None:
-        strings(value["throttle_reasons"], where.key("throttle_reasons"))
-    return value
+    return fields(value, where, GPU_STATE)

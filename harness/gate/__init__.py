@@ -1,3 +1,2 @@
 """The PR speed gate against Unsloth: ``python -m harness gate`` (``cli.py``), its measurement by the
-trusted clock (``sandboxed.py``, with ``measurement.py``'s rounds), its decision (``decision.py``) and
-the table it prints (``table.py``)."""
+trusted clock (``sandboxed.py``), its decision (``decision.py``) and the table it prints (``table.py``)."""

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 
-from harness.core import command_output, exits, gpu_state, gpu_types, kernel_source, records
+from harness.core import command_output, exits, gate_record, gpu_state, gpu_types, kernel_source, schema
 from harness.core import markdown as md
 from harness.gate import decision
 from harness.gate.table import markdown, table
@@ -77,12 +76,9 @@ def speed_up(text: str) -> float:
     """A threshold: a finite speed-up above 0 (``float`` alone takes "nan", which passes every record,
     and "inf", which fails every one)."""
     try:
-        value = float(text)
+        return decision.check_threshold(float(text))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"a threshold is a finite speed-up above 0, not {text!r}")
-    return value
+        raise argparse.ArgumentTypeError(f"a threshold is a finite speed-up above 0, not {text!r}") from None
 
 
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
@@ -109,8 +105,8 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
         args.kernel = "HEAD"  # committed code only, as the workflow measures it
     if args.expect_kernel and not args.replay:
         parser.error("--expect-kernel checks a record: give it with --replay")
-    records.check_output(parser, "--json", args.json)
-    records.check_output(parser, "--summary", args.summary)
+    command_output.check_output(parser, "--json", args.json)
+    command_output.check_output(parser, "--summary", args.summary)
     return args
 
 
@@ -120,7 +116,7 @@ def check_commit(record: dict, args) -> None:
     commit = (record.get("kernel") or {}).get("commit")
     if args.expect_kernel and commit != args.expect_kernel:
         wanted = f"{commit!r}, not the expected {args.expect_kernel}"
-        raise records.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
+        raise schema.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
 
 
 def write(args, record: dict, text: str, summary: str) -> None:
@@ -153,7 +149,7 @@ def run(args) -> int:
     """Read or measure, decide, report: the exit code. ValueError (RecordError and SourceError among
     them) for input that gives no verdict."""
     if args.replay:
-        record = records.read_gate(args.replay, f"--replay {args.replay}")
+        record = gate_record.read_gate(args.replay, f"--replay {args.replay}")
         check_commit(record, args)
     elif not gpu_state.gpu_here():
         record = unmeasured(args)
@@ -184,7 +180,7 @@ def unmeasured(args) -> dict:
         "command": as_run(),
         "environment": {"cuda": False, "cuda_error": NO_GPU},
         "kernel": {"source": args.kernel, "commit": commit},
-        "harness_version": records.HARNESS_VERSION,
+        "harness_version": gate_record.HARNESS_VERSION,
     }
 
 
@@ -193,30 +189,26 @@ def check_gpu_type(args, record: dict) -> None:
     the wrong label must not pass a PR against another type's threshold."""
     device = record.get("environment", {}).get("device")
     if args.gpu is not None and "seconds" in record and not args.gpu.runs(str(device)):
-        raise records.RecordError(
+        raise schema.RecordError(
             "the record", "environment.device", f"{device!r}, not a GPU of type {args.gpu.name} ({args.gpu.device})"
         )
-
-
-def report(args, record: dict, verdict: decision.Verdict) -> int:
-    check_gpu_type(args, record)
-    if args.measure_only:
-        return report_measured(args, record, verdict)
-    record["threshold"] = args.threshold
-    record["verdict"] = verdict.as_dict()
-    text = table(record, verdict, args.threshold)
-    write(args, record, text, markdown(record, verdict, args.threshold, text))
-    return verdict.exit_code
 
 
 MEASUREMENT_FAILURES = (decision.EXIT_INCORRECT, decision.EXIT_NO_GPU, decision.EXIT_NO_UNSLOTH)
 
 
-def report_measured(args, record: dict, verdict: decision.Verdict) -> int:
-    """--measure-only: the record, with what it would be decided here for reading, and an exit code
-    that says only whether it measured: a kernel slower than the threshold still exits 0."""
-    record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+def report(args, record: dict, verdict: decision.Verdict) -> int:
+    """The table, the record and the summary written; the verdict's exit code. ``--measure-only``:
+    the record, with what it would be decided here for reading, and an exit code that says only
+    whether it measured: a kernel slower than the threshold still exits 0."""
+    check_gpu_type(args, record)
     text = table(record, verdict, args.threshold)
-    text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
-    write(args, record, text, "")
-    return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
+    if args.measure_only:
+        record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+        text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
+        write(args, record, text, "")
+        return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
+    record["threshold"] = args.threshold
+    record["verdict"] = verdict.as_dict()
+    write(args, record, text, markdown(record, verdict, args.threshold, text))
+    return verdict.exit_code

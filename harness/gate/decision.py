@@ -1,19 +1,15 @@
-"""The gate's decision, from a record of measurements: pure, so it is tested on recorded timings.
-
-Pass when the median over rounds of (Unsloth's round time / nf4kernel's) is at least the
-threshold; a 95% bootstrap interval says how sure that is, and the verdict says when it still
-straddles the threshold at the round bound. Records without ``round_states`` (older ones) decide
-the same way. No relative check against the base: docs/speed-gate.md says why.
-"""
+"""The gate's decision, pure (tested on recorded timings): pass when the median over rounds of
+(Unsloth's round time / nf4kernel's) is at least the threshold; a 95% bootstrap interval says how
+sure that is. How and why it decides so: docs/speed-gate.md."""
 
 from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-from harness.core import exits, policy, records, stats
+from harness.core import exits, gate_record, policy, stats
 
 # The policy (.github/gpu-types.toml's [policy.gate], harness/core/policy.py): the trusted checkout's.
 POLICY = policy.gate()
@@ -21,13 +17,8 @@ DEFAULT_THRESHOLD = POLICY.threshold  # nf4kernel at least this many times as fa
 MIN_ROUNDS = POLICY.rounds
 DEFAULT_MAX_ROUNDS = POLICY.max_rounds  # where the gate stops adding rounds to an inconclusive interval
 
-# The bootstrap (``harness/core/stats.py``): a percentile interval of the median over rounds, its
-# seed and resamples the policy's. The gate keeps its own stream (``stats.python_stream``, Python's
-# ``random.Random(SEED)``, as it drew before the harness had one bootstrap) and takes each end as a
-# draw (``between_draws=False``): every gate record committed or kept by a workflow replays to the
-# interval it was decided with. Rounds are
-# resampled whole: the two implementations in one round share its clocks and heat, and the ratio keeps
-# that pairing.
+# The bootstrap (``harness/core/stats.py``): the gate's own stream and each end a draw, so every
+# gate record replays to the interval it was decided with (docs/speed-gate.md).
 CI_LEVEL = stats.CI_LEVEL
 RESAMPLES = POLICY.resamples
 SEED = POLICY.seed
@@ -62,22 +53,15 @@ class Verdict:
         return ("PASS" if self.passed else "FAIL") + (": " + "; ".join(said) if said else "")
 
 
-# --- The bootstrap --------------------------------------------------------------------------------
-
-
 def bootstrap_interval(
-    samples: Sequence[float],
-    statistic: Callable = statistics.median,
-    level: float = CI_LEVEL,
-    resamples: int = RESAMPLES,
-    seed: int = SEED,
+    samples: Sequence[float], level: float = CI_LEVEL, resamples: int = RESAMPLES, seed: int = SEED
 ) -> tuple[float, float]:
-    """The percentile bootstrap interval of ``statistic`` over ``samples``: resample with
-    replacement, take the statistic each time, cut ``(1 - level) / 2`` off each end."""
+    """The percentile bootstrap interval of the median of ``samples``, rounds resampled whole (the
+    two implementations in one round share its clocks and heat): Python's ``random.Random(seed)``,
+    each end a draw."""
     stats.checked(samples)
     stats.checked_level(level)
-    statistic = None if statistic is statistics.median else statistic  # the median: numpy's, the same values
-    draws = stats.medians(samples, stats.python_stream(seed), resamples, statistic)
+    draws = stats.medians(samples, stats.python_stream(seed), resamples)
     return stats.percentile_interval(draws, level, between_draws=False)
 
 
@@ -86,9 +70,6 @@ def straddles(interval: tuple[float, float], threshold: float) -> bool:
     interval all at or above it is a sure pass and one all below it a sure fail."""
     low, high = interval
     return low < threshold <= high
-
-
-# --- Reading a record -----------------------------------------------------------------------------
 
 
 def round_ratios(record: dict, baseline: str = "unsloth", candidate: str = "nf4kernel") -> list[float]:
@@ -135,10 +116,10 @@ def more_rounds_would_help(record: dict, threshold: float) -> bool:
 def decide(record: dict, threshold: float = DEFAULT_THRESHOLD) -> Verdict:
     """Pass only when everything was measured, every output was exact and the median ratio over the
     interleaved rounds is at least ``threshold``. Nothing measured is never a pass.
-    A record that breaks its schema (``records.check_gate``), or a threshold that is no finite
+    A record that breaks its schema (``gate_record.check_gate``), or a threshold that is no finite
     positive speed-up, is a ValueError: no verdict."""
     check_threshold(threshold)
-    records.check_gate(record, "the record")
+    gate_record.check_gate(record, "the record")
     environment = record["environment"]
     if not environment.get("cuda"):
         why = environment.get("cuda_error", "no CUDA GPU here")

@@ -12,10 +12,6 @@ IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
 MARK = "*"  # beside a round taken while the GPU throttled
 
 
-def per_call_us(record: dict, name: str, shape: int) -> float:
-    return decision.per_call_us(record["seconds"][name], shape, record["calls_per_timing"])
-
-
 TIMING_HEADER = ("shape", "implementation", "us/call", "GB/s", "% copy")
 TIMING_WIDTHS = (22, 16, 8, 6, 6)  # padded: the gate prints this table as well
 
@@ -36,10 +32,12 @@ def timing_table(record: dict) -> list[str]:
         "",
     ]
     timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
-    rows = []
-    for i, shape in enumerate(record["shapes"]):
-        for name in timed:
-            rows.append(_row(shape, name, per_call_us(record, name, i), copy))
+    seconds, calls = record["seconds"], record["calls_per_timing"]
+    rows = [
+        _row(shape, name, decision.per_call_us(seconds[name], i, calls), copy)
+        for i, shape in enumerate(record["shapes"])
+        for name in timed
+    ]
     lines += md.table(TIMING_HEADER, rows, align="llrrr", widths=TIMING_WIDTHS)
     lines.append("")
     return lines

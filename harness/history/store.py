@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from harness.core import command_output, records
+from harness.core import asv_files, command_output
 from harness.history import result_merge
 from harness.history.asvrun import ROOT, ConfigError, add_config, results_dir
 from harness.history.result_merge import gpu_machines, is_gpu_machine
@@ -79,7 +79,7 @@ def store_and_say(results_dir: Path, machine: str, who: str) -> bool:
 def commits(machine_dir: Path) -> list[str]:
     """The commit hashes a machine's stored results are for."""
     paths = [path for path in machine_dir.glob("*.json") if path.name != "machine.json"]
-    return sorted(records.read_asv_result(path)["commit_hash"] for path in paths)
+    return sorted(asv_files.read_asv_result(path)["commit_hash"] for path in paths)
 
 
 def main(argv=None) -> int:

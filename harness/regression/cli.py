@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from harness.core import command_output, exits, kernel_source, records, workload
+from harness.core import command_output, exits, kernel_source, regression_record, schema, workload
 from harness.core import markdown as md
 from harness.regression import clocked, rule
 
@@ -28,8 +28,8 @@ SHAPES, DTYPES = tuple(workload.SHAPES), workload.DTYPES  # the asv suite's weig
 CPU_KEYS = ("1024x512 bfloat16", "1024x512 float16")  # the smoke run's weights, in Triton's interpreter
 
 
-def keys(shapes, dtypes) -> list[str]:
-    return [workload.key(shape, dtype) for shape in shapes for dtype in dtypes]
+def say(line: str) -> None:
+    print(f"regression: {line}", flush=True)
 
 
 def cuda_available() -> bool:
@@ -64,7 +64,7 @@ def appended(summary_path: str | None, text: str) -> bool:
     try:
         command_output.written("--summary", summary_path, text, append=True)
     except command_output.Unwritten as error:
-        print(f"regression: {error}; no verdict (exit 2)", flush=True)
+        say(f"{error}; no verdict (exit 2)")
         return False
     return True
 
@@ -75,51 +75,47 @@ def report(record: dict, verdict: rule.Judgement, summary_path: str | None) -> i
     A record's strings reach the log as ``md.line``: one line each, no workflow command."""
     print(rule.table(verdict), flush=True)
     for note in verdict.notes:
-        print(f"regression: {md.line(note, limit=None)}", flush=True)
+        say(md.line(note, limit=None))
     for r in verdict.called:
-        print(
-            f"regression: slower: {md.line(r.name)}: {r.change:.3f}x ({r.ci_low:.3f} to {r.ci_high:.3f}, "
-            f"noise ±{r.noise:.1%}; limit {r.limit:.2f}x)",
-            flush=True,
+        say(
+            f"slower: {md.line(r.name)}: {r.change:.3f}x ({r.ci_low:.3f} to {r.ci_high:.3f}, "
+            f"noise ±{r.noise:.1%}; limit {r.limit:.2f}x)"
         )
     for m in verdict.memory:
-        print(
-            f"regression: peak memory grew: {md.line(m['name'])}: {m['base_bytes']} -> {m['head_bytes']} bytes",
-            flush=True,
-        )
+        say(f"peak memory grew: {md.line(m['name'])}: {m['base_bytes']} -> {m['head_bytes']} bytes")
     if not appended(summary_path, summary(record, verdict)):
         return 2
     base, head = md.line(record.get("base", "?")[:8]), md.line(record.get("head", "?")[:8])
     if verdict.failed:
         called = len(verdict.called) + len(verdict.memory)
-        print(f"regression: FAIL: {head} against {base}: {called} called slower or larger", flush=True)
+        say(f"FAIL: {head} against {base}: {called} called slower or larger")
         return 1
-    print(f"regression: PASS: {head} against {base}: nothing slower beyond its noise", flush=True)
+    say(f"PASS: {head} against {base}: nothing slower beyond its noise")
     return 0
 
 
 def report_failed(record: dict, summary_path: str | None) -> int:
-    """A measurement that failed (``records.FAILED_EXITS``): its one line, and the summary saying
+    """A measurement that failed (``regression_record.FAILED_EXITS``): its one line, and the summary saying
     so; its exit code."""
     reason = record["failed"]["reason"]
-    print(f"regression: FAIL: {md.line(reason, limit=None)} (exit {record['failed']['exit_code']})", flush=True)
+    say(f"FAIL: {md.line(reason, limit=None)} (exit {record['failed']['exit_code']})")
     if not appended(summary_path, f"{heading(record)}\n\n**FAIL**: {md.text(reason, limit=None)}\n"):
         return 2
     return record["failed"]["exit_code"]
 
 
 def replay(path: str, args) -> int:
-    """The verdict on a record, after its schema (``records.check_regression``)."""
+    """The verdict on a record, after its schema (``regression_record.check_regression``)."""
     try:
-        record = records.read_regression(path, f"--replay {path}")
+        record = regression_record.read_regression(path, f"--replay {path}")
         for side, wanted in zip(("base", "head"), args.expect or (), strict=False):
-            full = wanted if records.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
+            full = wanted if schema.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
             if record[side] != full:
-                raise records.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
+                raise schema.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
         if "failed" in record:
             return report_failed(record, args.summary)
         verdict = rule.decide(record, args.min_change, args.min_group_change)
-    except records.RecordError as error:
+    except schema.RecordError as error:
         return no_verdict(str(error))
     except ValueError as error:  # can't support a verdict: a pass of one round, suspects never re-measured
         return no_verdict(f"--replay {path}: {error}")
@@ -128,7 +124,7 @@ def replay(path: str, args) -> int:
 
 def no_verdict(why: str) -> int:
     """A record that can't be read or decided gives no verdict, and no verdict is never a pass."""
-    print(f"regression: {md.line(' '.join(why.splitlines()), limit=None)}; no verdict (exit 2)", flush=True)
+    say(f"{md.line(' '.join(why.splitlines()), limit=None)}; no verdict (exit 2)")
     return 2
 
 
@@ -167,8 +163,8 @@ def command_line() -> argparse.ArgumentParser:
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other; a bad one ends here (exit 2), before anything runs."""
     args = parser.parse_args(argv)
-    records.check_output(parser, "--record", args.record)
-    records.check_output(parser, "--summary", args.summary)
+    command_output.check_output(parser, "--record", args.record)
+    command_output.check_output(parser, "--summary", args.summary)
     for name in ("min_change", "min_group_change"):
         value = getattr(args, name)
         if value is not None and not 0 < value < 1:
@@ -206,16 +202,16 @@ def main(argv=None) -> int:
         try:
             command_output.written("--record", args.record, json.dumps(record))
         except command_output.Unwritten as error:
-            print(f"regression: {error}; nothing kept (exit 2)", flush=True)
+            say(f"{error}; nothing kept (exit 2)")
             return 2
-        print(f"regression: the measurement is in {args.record}", flush=True)
+        say(f"the measurement is in {args.record}")
     if "failed" in record:
         return report_failed(record, None if args.measure_only else args.summary)
     if args.device == "cpu":
-        print("regression: the CPU smoke run times Triton's interpreter: no speed verdict (exit 0)", flush=True)
+        say("the CPU smoke run times Triton's interpreter: no speed verdict (exit 0)")
         return 0
     if args.measure_only:
-        print(f"regression: {base[:8]} and {head[:8]} measured; no verdict asked", flush=True)
+        say(f"{base[:8]} and {head[:8]} measured; no verdict asked")
         return 0
     return report(record, rule.decide(record, args.min_change, args.min_group_change), args.summary)
 
@@ -224,15 +220,19 @@ def measure(args, base: str, head: str) -> dict | int:
     """Both commits' kernels staged, then paired rounds by the trusted clock (``clocked.measure``); or the exit code
     where nothing could be measured: 2 (no nf4kernel package in one, a probe's answer unreadable),
     3 (wrong output), 4 (no CUDA GPU)."""
-    weights = list(CPU_KEYS) if args.device == "cpu" else keys(args.shapes, args.dtypes)
+    weights = (
+        list(CPU_KEYS)
+        if args.device == "cpu"
+        else [workload.key(shape, dtype) for shape in args.shapes for dtype in args.dtypes]
+    )
     try:
         # Staged first: a BASE or HEAD with no nf4kernel package is bad input (2) on any machine.
         with kernel_source.staged(base) as staged_base, kernel_source.staged(head) as staged_head:
             if args.device == "cuda" and not cuda_available():
-                print("regression: no CUDA GPU here: nothing to measure (--device cpu for the smoke run)", flush=True)
+                say("no CUDA GPU here: nothing to measure (--device cpu for the smoke run)")
                 return exits.NO_GPU
             for sha, kernel in ((base, staged_base), (head, staged_head)):
-                print(f"regression: {sha[:8]}: {kernel.describe()}", flush=True)
+                say(f"{sha[:8]}: {kernel.describe()}")
             return clocked.measure(
                 {"base": staged_base, "head": staged_head},
                 weights,
@@ -244,10 +244,10 @@ def measure(args, base: str, head: str) -> dict | int:
                 sandboxed=not args.no_sandbox,
             )
     except clocked.MeasureError as error:  # it may quote what a kernel's process said
-        if error.exit_code in records.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step
+        if error.exit_code in regression_record.FAILED_EXITS:  # a finding on a kernel, kept for the verdict's step
             return {"device": args.device, "failed": {"exit_code": error.exit_code, "reason": str(error)}}
-        print(f"regression: {md.line(error, limit=None)}", flush=True)
+        say(md.line(error, limit=None))
         return error.exit_code if error.exit_code == exits.NO_GPU else 2
     except kernel_source.SourceError as error:  # its nf4kernel is a file, or missing: nothing to measure
-        print(f"regression: {' '.join(str(error).splitlines())} (exit 2)", flush=True)
+        say(f"{' '.join(str(error).splitlines())} (exit 2)")
         return 2

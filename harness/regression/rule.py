@@ -1,11 +1,7 @@
-"""The regression check's decision, pure: each result judged against its own noise, from paired rounds.
-
-Per result the change is the median over rounds of median(HEAD's calls) / median(BASE's); its 95%
-interval, a two-level bootstrap (rounds, then calls), is the noise it is judged against. A result or
-a group is called slower only when its whole interval lies above the limit, and what the first pass
-calls slower or leaves open is re-measured before it is believed (``suspects``, ``merge``). The
-rule, its assumptions and what it was measured to detect: docs/performance-history.md.
-"""
+"""The regression check's decision, pure: per result, the median over rounds of median(HEAD's
+calls) / median(BASE's), called slower only when its whole 95% interval (a two-level bootstrap)
+lies above the limit, and re-measured before it is believed (``suspects``, ``merge``). The rule,
+its assumptions and what it was measured to detect: docs/performance-history.md."""
 
 from __future__ import annotations
 
@@ -14,7 +10,8 @@ import zlib
 from dataclasses import asdict, dataclass, field
 
 from harness.core import markdown as md
-from harness.core import policy, records, stats
+from harness.core import policy, regression_record, stats
+from harness.core.schema import Where
 
 # Weights whose packed codes are this large or larger: 14336x4096, 11008x4096 and 28672x8192 in the
 # suite, the weights that dominate a real model's time.
@@ -26,10 +23,8 @@ DEFAULT_MIN_CHANGE = POLICY.min_change  # one result: slower by more than this, 
 DEFAULT_MIN_GROUP_CHANGE = POLICY.min_group_change  # a group's geometric mean: likewise
 # A pass of one round carries no round-to-round noise to judge a change against: no verdict from it.
 MIN_ROUNDS = POLICY.min_rounds
-# The bootstrap (``harness/core/stats.py``), two-level, its resamples and seed the policy's. The seed:
-# each result's stream is seeded by [SEED, crc32(its name)], so a result's interval does not depend on
-# which other results were measured, and the rounds' joint resampling by [SEED, rounds]. Each end is
-# interpolated between draws (``stats.percentile_interval``'s default), as every recorded reading was.
+# The bootstrap (``harness/core/stats.py``), two-level, its resamples and seed the policy's; each end
+# interpolated between draws, as every recorded reading was.
 CI_LEVEL = stats.CI_LEVEL
 RESAMPLES = POLICY.resamples
 SEED = POLICY.seed
@@ -90,28 +85,10 @@ class Judgement:
 
 
 def check_record(record: dict, what: str = "the paired record") -> list[str]:
-    """The result keys every round holds for both sides; ValueError naming the problem otherwise."""
-    rounds = record.get("rounds") if isinstance(record, dict) else None
-    if not isinstance(rounds, list) or not rounds:
-        raise ValueError(f"{what} has no rounds")
-    keys = None
-    for i, rnd in enumerate(rounds):
-        for side in ("base", "head"):
-            timed = rnd.get(side) if isinstance(rnd, dict) else None
-            if not isinstance(timed, dict) or not timed:
-                raise ValueError(f"{what}: round {i + 1} timed nothing for {side}")
-            for key, samples in timed.items():
-                ok = isinstance(samples, list) and samples
-                ok = ok and all(isinstance(s, int | float) and math.isfinite(s) and s > 0 for s in samples)
-                if not ok:
-                    raise ValueError(f"{what}: round {i + 1}, {side}, {key}: not a list of positive seconds")
-        here = set(rnd["base"])
-        if set(rnd["head"]) != here:
-            raise ValueError(f"{what}: round {i + 1} timed different results for base and head")
-        if keys is not None and here != keys:
-            raise ValueError(f"{what}: round {i + 1} timed other results than round 1")
-        keys = here
-    return sorted(keys)
+    """The result keys every round of a pass holds for both sides; RecordError (a ValueError) naming
+    the problem otherwise (``regression_record.check_pass``)."""
+    regression_record.check_pass(record, Where(what))
+    return sorted(record["rounds"][0]["base"])
 
 
 def _call(low: float, high: float, limit: float) -> str:
@@ -141,8 +118,8 @@ def judge(
     keys = check_record(record)
     rounds = record["rounds"]
     n_rounds = len(rounds)
-    # One generator per result, seeded by its name: the same record always gives the same
-    # intervals, and a result's interval does not depend on which other results were measured.
+    # One generator per result, seeded by [SEED, crc32(its name)]: the same record always gives the
+    # same intervals, and a result's interval does not depend on which other results were measured.
     per_round = {}  # key -> (rounds x resamples) of round ratios, calls resampled
     for key in keys:
         rng = stats.generator([seed, zlib.crc32(key.encode())])
@@ -244,9 +221,9 @@ def decide(
     decided by the second pass, peak memory compared. The limits are the caller's, else this
     module's defaults: never the record's own ``rule``, which a record under test could loosen (it
     says what the measurement used; a note says where that differs). ValueError where the record
-    breaks its schema (``records.check_regression``) or can't support a verdict (suspects never
+    breaks its schema (``regression_record.check_regression``) or can't support a verdict (suspects never
     re-measured, a pass of fewer than ``MIN_ROUNDS`` rounds)."""
-    records.check_regression(record, "the record")
+    regression_record.check_regression(record, "the record")
     for number, found in enumerate(record["passes"], 1):
         if len(found["rounds"]) < MIN_ROUNDS:
             raise ValueError(

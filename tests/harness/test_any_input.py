@@ -4,7 +4,7 @@ the regression check use for "slower".
 
 Records: a valid recorded record of each kind (``recorded.py``, ``benchmarks/``), changed at random
 places (a value replaced by arbitrary JSON, a field or element removed, one added), goes to its
-checker, which must return or raise ``records.RecordError`` and nothing else; and to the command
+checker, which must return or raise ``schema.RecordError`` and nothing else; and to the command
 that decides on it (in this process, through the program: ``program.main([command, *argv])``),
 which must exit with one of its documented codes. Arguments: every command of ``python -m harness``
 (and the studies, the private entry point, the pins' check) given 100 argument lists of its own words and arbitrary
@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from dev.rehearsal import __main__ as workshop
 from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
 from harness import __main__ as program
-from harness.core import gpu_state, records
+from harness.core import asv_files, gate_record, gpu_state, regression_record, schema
 from harness.github import approval
 from harness.regression import clocked
 from tools import pins
@@ -148,7 +148,7 @@ def only_record_errors(check, record, file: str) -> None:
     """``check`` returns, or raises RecordError in one line naming ``file``: nothing else."""
     try:
         check(record, file)
-    except records.RecordError as error:
+    except schema.RecordError as error:
         assert str(error).startswith(f"{file}: ") and "\n" not in str(error)
 
 
@@ -200,25 +200,25 @@ MACHINE = json.loads((HISTORY / "machine.json").read_text())
 @BOUNDED
 @given(changes=changes_of(GATE))
 def test_a_changed_gate_record_is_valid_or_refused_by_name(changes):
-    only_record_errors(records.check_gate, changed(GATE, changes), "gate.json")
+    only_record_errors(gate_record.check_gate, changed(GATE, changes), "gate.json")
 
 
 @BOUNDED
 @given(changes=changes_of(REGRESSION))
 def test_a_changed_regression_record_is_valid_or_refused_by_name(changes):
-    only_record_errors(records.check_regression, changed(REGRESSION, changes), "regression.json")
+    only_record_errors(regression_record.check_regression, changed(REGRESSION, changes), "regression.json")
 
 
 @BOUNDED
 @given(changes=changes_of(ASV_RESULT))
 def test_a_changed_asv_result_is_valid_or_refused_by_name(changes):
-    only_record_errors(records.check_asv_result, changed(ASV_RESULT, changes), "b543b026-existing-py3.12.json")
+    only_record_errors(asv_files.check_asv_result, changed(ASV_RESULT, changes), "b543b026-existing-py3.12.json")
 
 
 @BOUNDED
 @given(changes=changes_of(MACHINE))
 def test_a_changed_machine_json_is_valid_or_refused_by_name(changes):
-    only_record_errors(records.check_machine, changed(MACHINE, changes), "machine.json")
+    only_record_errors(asv_files.check_machine, changed(MACHINE, changes), "machine.json")
 
 
 @BOUNDED

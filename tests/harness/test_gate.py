@@ -15,7 +15,7 @@ from recorded import committed, record, scaled, with_states
 
 from harness.core import exits, gpu_state
 from harness.gate import cli as gate
-from harness.gate import decision, measurement
+from harness.gate import decision, sandboxed
 from harness.gate import table as gate_table
 
 
@@ -214,7 +214,7 @@ def adaptive(pool: dict, first: int, bound: int, threshold: float = 1.15) -> lis
             rounds.extend(pool["seconds"][name][done : done + count])
 
     target.update({key: pool[key] for key in ("environment", "shapes", "calls_per_timing") if key in pool})
-    measurement.time_until_decided(target, add_rounds, threshold)
+    sandboxed.time_until_decided(target, add_rounds, threshold)
     assert target["rounds"] == sum(asked)
     return asked
 

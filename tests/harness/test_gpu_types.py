@@ -13,7 +13,7 @@ import pytest
 import recorded
 
 from dev.rehearsal import rehearsal_world
-from harness.core import exits, gpu_types, records
+from harness.core import exits, gate_record, gpu_types
 from harness.core.paths import ROOT
 from harness.gate import cli as gate
 from harness.gate import decision
@@ -31,7 +31,7 @@ def no_op_medians(gpu: gpu_types.GpuType) -> list[float]:
         record = json.loads(path.read_text())
         if path.name in PLANTED or "unsloth" not in record.get("seconds", {}):
             continue
-        if record.get("harness_version", records.UNVERSIONED) != IN_PROCESS:
+        if record.get("harness_version", gate_record.UNVERSIONED) != IN_PROCESS:
             continue  # the thresholds are the in-process measurement's until ten clock runs a type are kept
         if gpu.runs(record["environment"].get("device", "")):
             medians.append(decision.decide(record, 1.0).ratio_median)

@@ -1,5 +1,6 @@
-"""harness/core/records.py: every committed record of each kind passes its schema, and what breaks one is
-refused as one line naming the file and the field (the property-based side: test_records_fuzz.py)."""
+"""The record schemas (harness/core/gate_record.py, regression_record.py, asv_files.py): every
+committed record of each kind passes its schema, and what breaks one is refused as one line naming
+the file and the field (the property-based side: test_records_fuzz.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 import recorded
 
-from harness.core import records
+from harness.core import asv_files, gate_record, regression_record, schema
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -57,35 +58,35 @@ def test_there_are_committed_records_of_every_kind():
 
 @pytest.mark.parametrize("path", GATE_RECORDS, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_every_committed_gate_record_passes(path):
-    records.check_gate(loaded(path), path.name)
+    gate_record.check_gate(loaded(path), path.name)
 
 
 @pytest.mark.parametrize("path", REGRESSION_RECORDS, ids=lambda p: p.name)
 def test_every_committed_regression_record_passes(path):
-    records.check_regression(loaded(path), path.name)
+    regression_record.check_regression(loaded(path), path.name)
 
 
 @pytest.mark.parametrize("path", ASV_RESULTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_asv_result_passes(path):
-    records.read_asv_result(path)
+    asv_files.read_asv_result(path)
 
 
 @pytest.mark.parametrize("path", MACHINES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_committed_machine_json_passes(path):
-    records.read_machine(path)
+    asv_files.read_machine(path)
 
 
 def test_records_made_to_order_pass():
-    records.check_gate(recorded.record(0.3, 0.4))
-    records.check_gate(recorded.with_states(recorded.committed(1), {2: ["sw_power_cap"]}))
-    records.check_regression(recorded.regression_record(recorded.planted_2x()))
+    gate_record.check_gate(recorded.record(0.3, 0.4))
+    gate_record.check_gate(recorded.with_states(recorded.committed(1), {2: ["sw_power_cap"]}))
+    regression_record.check_regression(recorded.regression_record(recorded.planted_2x()))
 
 
 # --- The one line: the file, the field, what is wrong --------------------------------------------------
 
 
 def refusal(check, record, file="gate-base.json") -> str:
-    with pytest.raises(records.RecordError) as error:
+    with pytest.raises(schema.RecordError) as error:
         check(record, file)
     assert isinstance(error.value, ValueError)  # every command's `except ValueError` takes it
     assert "\n" not in str(error.value)
@@ -131,13 +132,13 @@ def gate_with(change) -> dict:
     ],
 )
 def test_a_gate_record_that_breaks_its_schema_is_refused_by_file_and_field(change, said):
-    assert said in refusal(records.check_gate, gate_with(change))
+    assert said in refusal(gate_record.check_gate, gate_with(change))
 
 
 def test_a_key_that_is_no_identifier_is_quoted_in_the_field():
     record = recorded.regression_record()
     record["passes"][0]["rounds"][1]["head"]["14336x4096 bfloat16"][0] = "slow"
-    assert refusal(records.check_regression, record, "r.json") == (
+    assert refusal(regression_record.check_regression, record, "r.json") == (
         'r.json: passes[0].rounds[1].head["14336x4096 bfloat16"][0]: "slow" is not a number'
     )
 
@@ -145,23 +146,23 @@ def test_a_key_that_is_no_identifier_is_quoted_in_the_field():
 def test_what_a_record_requires_follows_how_far_its_run_got():
     """No GPU: nothing else. No Unsloth: no checks. A failed check: no timings. Every check passed:
     timings, and what the table reads beside them."""
-    records.check_gate({"environment": {"cuda": False, "cuda_error": "no GPU"}})
-    records.check_gate({"environment": {"cuda": True, "device": "NVIDIA H200", "unsloth": None}, "rounds": 5})
+    gate_record.check_gate({"environment": {"cuda": False, "cuda_error": "no GPU"}})
+    gate_record.check_gate({"environment": {"cuda": True, "device": "NVIDIA H200", "unsloth": None}, "rounds": 5})
     failed = recorded.record(0.1, 0.2, ok=False)
     del failed["seconds"]
-    records.check_gate(failed)
+    gate_record.check_gate(failed)
     del failed["correctness"]
-    assert "correctness: missing" in refusal(records.check_gate, failed)
+    assert "correctness: missing" in refusal(gate_record.check_gate, failed)
     passed = recorded.record(0.1, 0.2)
     del passed["seconds"]
-    assert "seconds: missing" in refusal(records.check_gate, passed)
+    assert "seconds: missing" in refusal(gate_record.check_gate, passed)
 
 
 def test_an_aa_record_is_no_gate_record():
     """The A/A noise check timed nf4kernel against itself in the gate's process; it is gone, and the
     gate refuses its records by name rather than deciding on slots it has no rule for."""
     aa = load(FIXTURES / "gate" / "issue10" / "planted-and-aa" / "aa.json")
-    assert 'mode: "aa": a gate record has no mode' in refusal(records.check_gate, aa)
+    assert 'mode: "aa": a gate record has no mode' in refusal(gate_record.check_gate, aa)
 
 
 # --- The regression record -----------------------------------------------------------------------------
@@ -191,13 +192,13 @@ def regression_with(change) -> dict:
     ],
 )
 def test_a_regression_record_that_breaks_its_schema_is_refused_by_file_and_field(change, said):
-    assert said in refusal(records.check_regression, regression_with(change), "r.json")
+    assert said in refusal(regression_record.check_regression, regression_with(change), "r.json")
 
 
 def test_rounds_that_timed_other_results_are_refused():
     record = regression_with(lambda r: r["passes"][0]["rounds"][2]["base"].pop("4096x1024 float16"))
     record["passes"][0]["rounds"][2]["head"].pop("4096x1024 float16")
-    assert "passes[0].rounds[2]: timed [" in refusal(records.check_regression, record, "r.json")
+    assert "passes[0].rounds[2]: timed [" in refusal(regression_record.check_regression, record, "r.json")
 
 
 # --- asv's files ---------------------------------------------------------------------------------------
@@ -222,16 +223,16 @@ def asv_result() -> dict:
 def test_an_asv_result_that_breaks_its_schema_is_refused(change, said):
     result = asv_result()
     change(result)
-    assert said in refusal(records.check_asv_result, result, "b543b026-existing-py3.12.json")
+    assert said in refusal(asv_files.check_asv_result, result, "b543b026-existing-py3.12.json")
 
 
 def test_a_machine_json_that_breaks_its_schema_is_refused():
     machine = load(MACHINES[0])
     assert "machine.json: gpu: null is not a string" in refusal(
-        records.check_machine, {**machine, "gpu": None}, "machine.json"
+        asv_files.check_machine, {**machine, "gpu": None}, "machine.json"
     )
-    assert "machine: missing" in refusal(records.check_machine, {"version": 1}, "machine.json")
-    assert "version: 2: asv's machine.json is version 1" in refusal(records.check_machine, {**machine, "version": 2})
+    assert "machine: missing" in refusal(asv_files.check_machine, {"version": 1}, "machine.json")
+    assert "version: 2: asv's machine.json is version 1" in refusal(asv_files.check_machine, {**machine, "version": 2})
 
 
 # --- Reading a file ------------------------------------------------------------------------------------
@@ -251,15 +252,15 @@ def test_a_machine_json_that_breaks_its_schema_is_refused():
 def test_a_file_that_is_no_json_is_refused_by_name(tmp_path, content, said):
     path = tmp_path / "machine.json"
     path.write_bytes(content)
-    with pytest.raises(records.RecordError) as error:
-        records.read_machine(path)
+    with pytest.raises(schema.RecordError) as error:
+        asv_files.read_machine(path)
     assert str(error.value).startswith(f"{path}: ") and said in str(error.value)
 
 
 def test_a_missing_file_or_a_folder_is_refused_by_name(tmp_path):
-    with pytest.raises(records.RecordError, match="No such file or directory"):
-        records.read_gate(tmp_path / "none.json", "--replay none.json")
-    with pytest.raises(records.RecordError, match="Is a directory"):
-        records.read_regression(tmp_path)
-    with pytest.raises(records.RecordError, match="not a path"):
-        records.read_asv_result("a\0b.json")
+    with pytest.raises(schema.RecordError, match="No such file or directory"):
+        gate_record.read_gate(tmp_path / "none.json", "--replay none.json")
+    with pytest.raises(schema.RecordError, match="Is a directory"):
+        regression_record.read_regression(tmp_path)
+    with pytest.raises(schema.RecordError, match="not a path"):
+        asv_files.read_asv_result("a\0b.json")

@@ -233,9 +233,9 @@ def test_a_side_runs_sandboxed_with_the_callers_packages_behind_the_staged_kerne
         launch = clocked.judge.candidate(Staged("a" * 40, tmp_path / "stage"), {})
         assert launch(["python"], (7, 8), stack) == "a process"
     own = tmp_path / "triton-cache-regression" / "sandboxed" / ("a" * 40)
-    path = [str(tmp_path / "stage"), str(clocked.ROOT), "/opt/site-packages"]
+    path = [str(tmp_path / "stage"), str(clocked.judge.ROOT), "/opt/site-packages"]
     assert seen["env"]["PYTHONPATH"].split(":") == path and seen["fds"] == (7, 8)
-    assert seen["read"] == [tmp_path / "stage", clocked.ROOT] and seen["write"] == [own]
+    assert seen["read"] == [tmp_path / "stage", clocked.judge.ROOT] and seen["write"] == [own]
     assert seen["env"]["TRITON_CACHE_DIR"] == str(own / "triton")
 
 

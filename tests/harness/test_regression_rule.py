@@ -162,14 +162,14 @@ def test_a_faster_result_is_called_faster_and_does_not_fail():
 @pytest.mark.parametrize(
     ("record", "message"),
     [
-        ({}, "has no rounds"),
-        ({"rounds": []}, "has no rounds"),
-        ({"rounds": [{"base": {"k": [1.0]}}]}, "timed nothing for head"),
-        ({"rounds": [{"base": {"k": [1.0]}, "head": {"k": [0.0]}}]}, "not a list of positive seconds"),
-        ({"rounds": [{"base": {"k": [1.0]}, "head": {"j": [1.0]}}]}, "different results"),
+        ({}, "the paired record: rounds: missing"),
+        ({"rounds": []}, "rounds: is empty"),
+        ({"rounds": [{"base": {"k": [1.0]}}]}, r"rounds\[0\]\.head: missing"),
+        ({"rounds": [{"base": {"k": [1.0]}, "head": {"k": [0.0]}}]}, r"head\.k\[0\]: 0\.0 is not positive"),
+        ({"rounds": [{"base": {"k": [1.0]}, "head": {"j": [1.0]}}]}, r'head: timed \["j"\], but base timed \["k"\]'),
         (
             {"rounds": [{"base": {"k": [1.0]}, "head": {"k": [1.0]}}, {"base": {"j": [1.0]}, "head": {"j": [1.0]}}]},
-            "other results than round 1",
+            r"rounds\[1\]: timed .*, but round 1 timed",
         ),
     ],
 )
