@@ -22,6 +22,7 @@ from harness.clock import channel as ch
 from harness.clock import judge, plan, processes
 from harness.core import sandbox
 from harness.core.paths import ROOT
+from harness.gate import decision, sandboxed
 
 SETUP = {"device": "cpu", "challenge": [[64, 128, "bfloat16", 1]], "matrix": True, "working_set": 100_000}
 
@@ -227,6 +228,26 @@ def test_only_the_baseline_s_outputs_go_unchecked_and_a_candidate_s_always_are(c
     monkeypatch.setattr(session, "unchecked", frozenset({"bitsandbytes"}))
     with pytest.raises(judge.Failed, match="differs"):
         session.timed_batch("skip", 0)
+
+
+def test_the_gate_s_measurement_on_the_clock_writes_rounds_a_decision_reads(monkeypatch):
+    """The gate's measurement (exactness, then paired rounds on ``harness/ab.py``) on the CPU, with
+    bitsandbytes standing in the baseline's place: every weight checked, each round both sides' batch
+    of every group, the order alternating, and a record the gate's schema and decision accept."""
+    trusted = judge.trusted_env({"PYTHONPATH": str(ROOT), "TRITON_INTERPRET": "1"})
+    launchers = {
+        "nf4kernel": ("nf4kernel", processes.plain(trusted)),
+        "unsloth": ("bitsandbytes", processes.plain(trusted)),
+    }
+    with judge.session(launchers, SETUP, trusted) as (session, _):
+        session.repeats, session.warmup, session.checks, session.quiet = 2, 0, 2, False
+        record = {"rounds": 2, "rounds_first": 2, "max_rounds": 2, "clock": {}}
+        sandboxed.measure_in(session, record, threshold=1.0)
+    assert record["correctness"] and all(entry["ok"] for entry in record["correctness"])
+    assert [len(record["seconds"][name]) for name in sandboxed.NAMES] == [2, 2] and record["rounds"] == 2
+    assert all(len(times) == len(SETUP["challenge"]) and min(times) > 0 for times in record["seconds"]["nf4kernel"])
+    assert len(record["round_states"]) == 2 and record["clock"]["checks"] > 0
+    assert len(decision.round_ratios(record)) == 2 and min(decision.round_ratios(record)) > 0
 
 
 def test_a_session_leaves_unchecked_exactly_the_processes_of_the_baseline_s_implementation(monkeypatch):
