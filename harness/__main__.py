@@ -22,7 +22,7 @@ COMMANDS = {
     "history": ("harness.history.store", "the history committed with the code, benchmarks/history/: store, list"),
     "results-branch": ("harness.history.results_branch", "the asv-results branch, append-only: fetch, store"),
     "changepoints": ("harness.history.changepoints", "main's history judged for change points"),
-    "site": ("harness.history.site", "the history's site: publish, preview"),
+    "site": ("harness.history.site", "the history's site: publish"),
     "approval": ("harness.github.approval", "a /gpu-approve comment checked; the gpu status posted"),
     "gpu-tests": ("harness.github.gpu_tests", "main's tests on a PR's staged kernel, sandboxed"),
     "gpu-types": ("harness.core.gpu_types", "the GPU types and their thresholds"),

@@ -7,30 +7,24 @@ by ``lock.json``) under a Content-Security-Policy. Why each piece, and what it r
 0.6.6: docs/performance-history.md, "How the site is built". The pages load their data over HTTP:
 opened as a file, ``site_assets/needs-http.js`` says so.
 
-Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
-asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed
-(its port taken, say). Exit 2: bad arguments, said in one line before anything runs: a port outside
-1 to 65535, a --config that can't be read as asv's configuration.
+The runner builds it, ``python -m harness site publish``: exit 0, done; exit 1, failed, said in one
+line; exit 2, bad arguments (a --config that can't be read as asv's configuration), said in one line
+before anything runs. Re-fetching the vendored libraries and serving the built site are a person's,
+beside the harness: ``python -m tools.history_site vendor`` and ``preview``.
 """
 
 from __future__ import annotations
 
-import argparse
 import base64
 import hashlib
 import inspect
-import io
 import json
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import textwrap
-import time
-import urllib.request
 from importlib.metadata import version
 from pathlib import Path
 
@@ -45,10 +39,7 @@ from harness.history.result_merge import gpu_machines
 
 ASSETS = Path(__file__).resolve().parent / "site_assets"
 LOCK = ASSETS / "lock.json"
-REGISTRY = "https://registry.npmjs.org"
 SITE_PLUGIN = ".harness.history.site"  # asv.conf.json's "plugins" entry that makes asv publish this site
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-STOP_WAIT_S = 10
 
 
 def sri(data: bytes, algorithm: str = "sha384") -> str:
@@ -65,47 +56,9 @@ def check_assets() -> None:
     for entry in lock()["files"]:
         path = ASSETS / entry["local"]
         if not path.is_file():
-            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m harness site vendor`")
+            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m tools.history_site vendor`")
         if sri(path.read_bytes()) != entry["sri"]:
             raise ValueError(f"site assets: {entry['local']} does not match its pinned hash in {LOCK.name}")
-
-
-def _fetch(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=60) as response:
-        return response.read()
-
-
-def vendor(update: bool = False) -> None:
-    """Fetch each pinned tarball from npm, check it against the registry's integrity and the lock's, and
-    write the files the lock lists into ``site_assets/``. ``update`` records the hashes found instead."""
-    pins = lock()
-    for name, package in pins["packages"].items():
-        meta = json.loads(_fetch(f"{REGISTRY}/{name}/{package['version']}"))
-        tarball = _fetch(meta["dist"]["tarball"])
-        found = sri(tarball, "sha512")
-        if found != meta["dist"]["integrity"]:
-            raise ValueError(f"{name}: the tarball does not match the registry's own integrity")
-        if not update and found != package["integrity"]:
-            raise ValueError(f"{name}@{package['version']}: the registry's tarball differs from the pinned one")
-        package.update(tarball=meta["dist"]["tarball"], integrity=found)
-        with tarfile.open(fileobj=io.BytesIO(tarball)) as archive:
-            for entry in (e for e in pins["files"] if e["package"] == name):
-                data = archive.extractfile(f"package/{entry['path']}").read()
-                if not update and sri(data) != entry["sri"]:
-                    raise ValueError(f"{name}: {entry['path']} differs from the pinned file")
-                entry["sri"] = sri(data)
-                target = ASSETS / entry["local"]
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-        print(f"site: {name}@{package['version']} {found[:20]}... ok")
-    for entry in (e for e in pins["files"] if e["package"] is None):  # ours: no registry to ask
-        found = sri((ASSETS / entry["local"]).read_bytes())
-        if not update and found != entry["sri"]:
-            raise ValueError(f"{entry['local']} differs from its pinned hash (`vendor --update` records a change)")
-        entry["sri"] = found
-        print(f"site: {entry['local']} (ours) {found[:20]}... ok")
-    if update:
-        LOCK.write_text(json.dumps(pins, indent=1) + "\n")
 
 
 # The bytes of asv 0.6.6's scripts, on which TEXT_AS_TEXT's places were read.
@@ -382,84 +335,23 @@ def publish(config: str = "asv.conf.json") -> Path:
     return html_dir_of(config, conf)
 
 
-def preview(config: str, port: int) -> int:
-    """asv's own server on the built site, until it ends or is told to stop; one line where no site is built."""
-    html = html_dir_of(config, asvrun.load_config(config))
-    if not (html / "index.html").is_file():
-        print(f"site: no site in {html} yet: build it with `nox -s publish` (or `nox -s bench`)")
-        return 1
-    print(f"site: serving {html} on http://127.0.0.1:{port} (Ctrl-C stops it)", flush=True)
-    command = [sys.executable, "-m", "asv", "preview", "--port", str(port), "--config", str(config)]
-    return serve(command, cwd=asvrun.ROOT, env=asvrun.asv_env())
-
-
-def serve(command: list[str], cwd: Path, env: dict) -> int:
-    """Run ``command``, a server, until it ends or SIGINT or SIGTERM reaches this process or it: then
-    stop it (SIGTERM, SIGKILL STOP_WAIT_S later) and wait for it, exit 0. Any other end: 1."""
-    told_to_stop = []
-    # Only a note: a handler that raised could interrupt Popen after the server had started, leaving
-    # it running and unknown here.
-    previous = {
-        number: signal.signal(number, lambda signum, frame: told_to_stop.append(signum)) for number in STOP_SIGNALS
-    }
-    try:
-        print("+ python", " ".join(command[1:]), flush=True)
-        server = subprocess.Popen(command, cwd=cwd, env=env)
-        while server.poll() is None and not told_to_stop:
-            time.sleep(0.1)
-        if told_to_stop:
-            server.terminate()
-            try:
-                server.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
-            return 0
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
-    return 0 if server.returncode in (0, -signal.SIGINT, -signal.SIGTERM) else 1  # the signals ended it
-
-
-def port(text: str) -> int:
-    """A TCP port a server can listen on: 1 to 65535 (asv's server would end in a traceback)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port: give 1 to 65535")
-    return value
-
-
 def main(argv=None) -> int:
     parser = command_output.Parser(prog="python -m harness site", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
     publish_cmd = commands.add_parser("publish", help="seed the results, asv publish, make the site self-contained")
     asvrun.add_config(publish_cmd)
-    preview_cmd = commands.add_parser("preview", help="serve the built site on http://127.0.0.1:PORT")
-    asvrun.add_config(preview_cmd)
-    preview_cmd.add_argument("--port", type=port, default=8080, help="1 to 65535 (default %(default)s)")
-    vendor_cmd = commands.add_parser("vendor", help="re-fetch the libraries from npm and verify them")
-    vendor_cmd.add_argument("--update", action="store_true", help="record new hashes (after changing a version)")
     args = parser.parse_args(argv)
-    if args.command in ("publish", "preview"):
-        try:
-            asvrun.load_config(args.config)
-        except asvrun.ConfigError as error:
-            parser.error(f"--config {error}")
-    if args.command == "preview":
-        return preview(args.config, args.port)
     try:
-        if args.command == "vendor":
-            vendor(args.update)
-        else:
-            html = publish(args.config)
-            print(
-                f"site: built in {html}; serve it with `asv preview` or `nox -s preview` and open "
-                "http://127.0.0.1:8080 (its pages load their data over HTTP: opened as a file, they can't)"
-            )
+        asvrun.load_config(args.config)
+    except asvrun.ConfigError as error:
+        parser.error(f"--config {error}")
+    try:
+        html = publish(args.config)
     except (ValueError, subprocess.CalledProcessError) as error:
         print(f"site: {error}", file=sys.stderr)
         return 1
+    print(
+        f"site: built in {html}; serve it with `asv preview` or `nox -s preview` and open "
+        "http://127.0.0.1:8080 (its pages load their data over HTTP: opened as a file, they can't)"
+    )
     return 0

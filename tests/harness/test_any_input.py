@@ -7,8 +7,8 @@ places (a value replaced by arbitrary JSON, a field or element removed, one adde
 checker, which must return or raise ``schema.RecordError`` and nothing else; and to the command
 that decides on it (in this process, through the program: ``program.main([command, *argv])``),
 which must exit with one of its documented codes. Arguments: every command of ``python -m harness``
-(and the studies, the private entry point, the pins' check) given 100 argument lists of its own words and arbitrary
-text, with stand-ins for what it would measure, start or fetch.
+(and the studies, the private entry point, the pins' check, the site's tools) given 100 argument
+lists of its own words and arbitrary text, with stand-ins for what it would measure, start or fetch.
 
 Bounded (``max_examples``, no deadline: a verdict's bootstrap takes tens of milliseconds) and
 derandomized, so a CI run is the same run every time, with no examples database (hypothesis still
@@ -43,7 +43,7 @@ from harness import __main__ as program
 from harness.core import asv_files, gate_record, gpu_state, regression_record, schema
 from harness.github import approval
 from harness.regression import clocked
-from tools import pins
+from tools import history_site, pins
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "benchmarks" / "history" / "h200"
@@ -469,13 +469,13 @@ def test_approval_on_any_event_and_any_answer_approves_or_refuses(event_changes,
 
 @pytest.fixture
 def nothing_served_published_or_fetched(monkeypatch):
-    """site's commands with valid arguments would serve until stopped, run asv publish for minutes or
-    fetch from npm: here each is a stand-in, and what is tried is the arguments' checking."""
+    """The site's commands with valid arguments would serve until stopped, run asv publish for
+    minutes or fetch from npm: here each is a stand-in, and what is tried is the arguments' checking."""
     from harness.history import site
 
-    monkeypatch.setattr(site, "serve", lambda command, **kwargs: 0)
+    monkeypatch.setattr(history_site, "serve", lambda command, **kwargs: 0)
     monkeypatch.setattr(site, "publish", lambda config="asv.conf.json": Path(config).parent)
-    monkeypatch.setattr(site, "vendor", lambda update=False: None)
+    monkeypatch.setattr(history_site, "vendor", lambda update=False: None)
     return site
 
 
@@ -487,13 +487,25 @@ SITE_ARGUMENTS = st.tuples(
 
 @HUNDRED
 @given(argv=SITE_ARGUMENTS)
+@example(argv=["publish", "--config", "README.md"])
+@example(argv=["publish", "--config", "\udcff"])
+def test_the_site_given_any_arguments_answers_with_an_exit_code(nothing_served_published_or_fetched, workdir, argv):
+    code, out, err = run(program.main, ["site", *argv])
+    assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
+    if code == 2:
+        assert len(err.splitlines()) == 1, err
+
+
+@HUNDRED
+@given(argv=SITE_ARGUMENTS)
 @example(argv=["preview", "--port", "99999"])
 @example(argv=["preview", "--port", "1e400"])
 @example(argv=["preview", "--config", "."])
-@example(argv=["publish", "--config", "README.md"])
 @example(argv=["preview", "--config", "\udcff"])
-def test_the_site_given_any_arguments_answers_with_an_exit_code(nothing_served_published_or_fetched, workdir, argv):
-    code, out, err = run(program.main, ["site", *argv])
+def test_the_sites_tools_given_any_arguments_answer_with_an_exit_code(
+    nothing_served_published_or_fetched, workdir, argv
+):
+    code, out, err = run(history_site.main, argv)
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
     if code == 2:
         assert len(err.splitlines()) == 1, err

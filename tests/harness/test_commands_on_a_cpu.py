@@ -287,7 +287,7 @@ def test_a_nox_session_passes_a_bad_arguments_code_on(tmp_path):
 def test_preview_before_any_site_says_how_to_build_one(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"version": 1, "html_dir": str(tmp_path / "html"), "results_dir": str(tmp_path)}))
-    done = run(sys.executable, "-m", "harness", "site", "preview", "--config", str(config), cwd=tmp_path)
+    done = run(sys.executable, "-m", "tools.history_site", "preview", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in said(done)
     assert (
         said(done).strip()

@@ -13,6 +13,7 @@ import asv
 import pytest
 
 from harness.history import site
+from tools import history_site
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 LOCK = site.lock()
@@ -159,13 +160,14 @@ def test_our_own_pinned_file_is_checked_like_the_libraries(tmp_path, monkeypatch
     (copy / site.LOAD_FAILURE).write_text((copy / site.LOAD_FAILURE).read_text() + "\n// changed")
     with pytest.raises(ValueError, match=f"{site.LOAD_FAILURE} does not match its pinned hash"):
         site.check_assets()
-    # `vendor` checks it without a registry to ask, and `vendor --update` records the change.
+    # `python -m tools.history_site vendor` checks it without a registry to ask, and `vendor --update`
+    # records the change.
     pins = site.lock()
     pins["packages"] = {}
     (copy / "lock.json").write_text(json.dumps(pins))
     with pytest.raises(ValueError, match=f"{site.LOAD_FAILURE} differs from its pinned hash"):
-        site.vendor()
-    site.vendor(update=True)
+        history_site.vendor()
+    history_site.vendor(update=True)
     site.check_assets()
 
 
