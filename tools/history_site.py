@@ -19,6 +19,7 @@ asv's server. Exit 1: failed, said in one line; preview: no site built yet, or a
 from __future__ import annotations
 
 import argparse
+import http.client
 import io
 import json
 import signal
@@ -143,8 +144,9 @@ def main(argv=None) -> int:
         return preview(args.config, args.port)
     try:
         vendor(args.update)
-    except ValueError as error:
-        print(f"site: {error}", file=sys.stderr)
+    except (ValueError, KeyError, OSError, http.client.HTTPException, tarfile.TarError) as error:
+        # npm unreachable or refusing (URLError is an OSError), or an answer without what it should hold
+        print(f"site: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
     return 0
 

@@ -4,9 +4,11 @@ loads nothing from the network."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import shutil
+import urllib.error
 from pathlib import Path
 
 import asv
@@ -169,6 +171,20 @@ def test_our_own_pinned_file_is_checked_like_the_libraries(tmp_path, monkeypatch
         history_site.vendor()
     history_site.vendor(update=True)
     site.check_assets()
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [urllib.error.URLError("no route to host"), http.client.IncompleteRead(b""), json.JSONDecodeError("x", "", 0)],
+)
+def test_vendor_without_a_registry_answer_says_so_in_one_line(monkeypatch, capsys, failure):
+    def fetch(url):
+        raise failure
+
+    monkeypatch.setattr(history_site, "_fetch", fetch)
+    assert history_site.main(["vendor"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("site: ") and len(err.strip().splitlines()) == 1
 
 
 def asv_site_scripts(tmp_path) -> Path:
