@@ -88,7 +88,7 @@ def _asv_value(value: Any, where: Where) -> None:
 
 def check_machine(record: Any, file: str = "machine.json") -> dict:
     """``record`` if it is asv's description of a machine (version 1): its name and, as asv and
-    ``harness/history/machine.py`` write them, every other value a string (``gpu`` is ``"none"`` on a CPU
+    ``harness/history/asvrun.py`` write them, every other value a string (``gpu`` is ``"none"`` on a CPU
     machine, or absent where asv alone wrote the file)."""
     where = Where(file)
     an_object(record, where)

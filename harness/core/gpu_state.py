@@ -190,7 +190,7 @@ def versions() -> dict:
 def driver_versions() -> dict:
     """The driver's version (``driver``) and the CUDA version it supports (``cuda_driver``), through
     NVML; None where absent. The one reader of the driver's version: the gate's record (versions)
-    and the asv machine (harness/history/machine.py) use it."""
+    and the asv machine (harness/history/asvrun.py) use it."""
     pynvml = _pynvml()
     try:
         return nvml_versions(pynvml) if pynvml is not None else {"driver": None, "cuda_driver": None}

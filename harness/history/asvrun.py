@@ -2,6 +2,10 @@
 machine's GPU name and a stable environment name, that commit's nf4kernel first on the benchmark
 processes' path: one ruler (this checkout's ``benchmarks/``), any kernel; the suites.
 
+The asv machine: named after the GPU (``h100-80gb-hbm3``; without one ``cpu-<processor>``, which
+the site leaves out), its series split by ``toolchain``, the software that shapes its figures; the
+rest in ``machine.json``, nothing that changes between boots. Why: docs/performance-history.md.
+
 Also an asv plugin (``"plugins"`` in asv.conf.json): ``StableExistingEnvironment``, this Python as
 ``existing-py<X.Y>`` wherever the interpreter lives (``-E stable-existing:same``). asv's own
 ``--python=same`` names the environment after the interpreter's path, so another clone or venv
@@ -9,8 +13,10 @@ started a new series of one-point lines."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import platform
 import re
 import subprocess
 import sys
@@ -19,7 +25,9 @@ from pathlib import Path
 
 from asv import util
 from asv.environment import ExistingEnvironment, get_env_name
+from asv.util import get_cpu_info
 
+from harness.core import gpu_state
 from harness.core.git import output
 from harness.core.paths import ROOT
 
@@ -27,7 +35,6 @@ SPEC = "stable-existing:same"
 
 
 def python_version(executable: str) -> str:
-    """``X.Y`` of the interpreter at ``executable``."""
     if executable == "same":
         return f"{sys.version_info[0]}.{sys.version_info[1]}"
     code = "import sys; print(f'{sys.version_info[0]}.{sys.version_info[1]}')"
@@ -74,7 +81,6 @@ SUITES = {
 
 
 def add_config(parser) -> None:
-    """Every asv command's --config, read from the repository's root, where asv runs."""
     parser.add_argument("--config", default="asv.conf.json", help="asv's configuration, from the repository's root")
 
 
@@ -97,7 +103,6 @@ def load_config(config: str) -> dict:
 
 
 def results_dir(config: str = "asv.conf.json") -> Path:
-    """The results folder ``config`` names; ConfigError where it can't be read."""
     return ROOT / load_config(config)["results_dir"]
 
 
@@ -121,7 +126,7 @@ def asv(*args: str, config: str = "asv.conf.json", env: dict | None = None) -> i
 def run(commit: str, suite: str, info: dict, config: str, source: str | None = None, quick: bool = False) -> int:
     """``asv run`` of ``suite`` for ``commit`` (results stored under that hash), nf4kernel from ``source``
     (that commit's alone) or this checkout: asv's benchmark processes start elsewhere, and on a runner
-    nothing installs it. ``info`` (``machine.register``) is then written whole as machine.json."""
+    nothing installs it. ``info`` (``register``) is then written whole as machine.json."""
     chosen = SUITES[suite]
     ensure_branches(config)
     # This checkout behind the kernel: the suite measures through harness/core (staged alone, a
@@ -131,9 +136,7 @@ def run(commit: str, suite: str, info: dict, config: str, source: str | None = N
     command = ["run", "-E", SPEC, "--set-commit-hash", commit, "--machine", info["machine"], "--bench", chosen.bench]
     command += ["--show-stderr"] + (["--quick"] if quick else [])
     code = asv(*command, config=config, env=env)
-    from harness.history import machine
-
-    machine.record(results_dir(config), info)
+    record(results_dir(config), info)
     return code
 
 
@@ -182,5 +185,74 @@ def outcome(results_dir: str, machine: str, commit: str, bench: str) -> Outcome:
 
 
 def git(*args: str) -> str:
-    """git in this checkout (``core/git.py``): GitError where it fails."""
     return output(*args, cwd=ROOT)
+
+
+def slug(text: str) -> str:
+    """``NVIDIA H100 80GB HBM3`` -> ``h100-80gb-hbm3``: lower case, vendor dropped, one dash between words."""
+    text = re.sub(r"^(nvidia|amd)\s+", "", text.strip(), flags=re.IGNORECASE)
+    return re.sub(r"[^a-z0-9.]+", "-", text.lower()).strip("-") or "unknown"
+
+
+def driver_version() -> str:
+    """The driver's version (NVML); ``unknown`` where it doesn't answer: every value of machine.json is
+    a string."""
+    return gpu_state.driver_versions()["driver"] or "unknown"
+
+
+def describe() -> dict:
+    try:
+        import torch
+    except ImportError:  # a fresh venv without torch: then there is no CUDA GPU to use either
+        torch = None
+
+    info = {
+        "arch": platform.machine(),
+        "os": platform.system(),
+        "cpu": get_cpu_info() or platform.processor() or platform.machine(),
+        "num_cpu": str(os.cpu_count()),
+        "ram": "",  # not recorded: a VM's memory can grow while it runs, which would split the series
+    }
+    if torch is not None and torch.cuda.is_available():
+        gpu = torch.cuda.get_device_name(0)
+        info.update(machine=slug(gpu), gpu=gpu, driver=driver_version(), cuda=torch.version.cuda or "unknown")
+    else:
+        info.update(machine=f"cpu-{slug(info['cpu'])}", gpu="none", driver="none", cuda="none")
+    info.update({package: gpu_state.package_version(package) or "not installed" for package in gpu_state.PACKAGES})
+    return info
+
+
+def toolchain(info: dict) -> str:
+    """The versions that shape the figures, in one value: ``torch 2.11.0, triton 3.6.0, CUDA 13.0, ...``."""
+    parts = [f"torch {info['torch']}", f"triton {info['triton']}"]
+    if info.get("gpu", "none") != "none":
+        parts += [f"CUDA {info['cuda']}", f"driver {info['driver']}"]
+    parts += [f"bitsandbytes {info['bitsandbytes']}"]
+    if info.get("unsloth", "not installed") != "not installed":
+        parts += [f"unsloth {info['unsloth']}"]
+    return ", ".join(parts)
+
+
+def register(path: str | None = None) -> dict:
+    """Describe this machine, and store the parameters its series split on where ``asv run --machine
+    NAME`` reads them (~/.asv-machine.json). Returns the whole description (``record`` writes it)."""
+    from asv.machine import MachineCollection
+
+    info = describe()
+    MachineCollection.save(info["machine"], {"machine": info["machine"], "toolchain": toolchain(info)}, _path=path)
+    return info
+
+
+def record(results_dir, info: dict) -> None:
+    """The whole description in ``<results_dir>/<machine>/machine.json``, which asv's site shows beside
+    the machine's name (asv writes only the parameters there at each run)."""
+    path = Path(results_dir) / info["machine"] / "machine.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**info, "toolchain": toolchain(info), "version": 1}, indent=4, sort_keys=True) + "\n")
+
+
+def one_line(info: dict) -> str:
+    if info["gpu"] == "none":
+        return f"machine {info['machine']}: {info['cpu']}, no CUDA GPU"
+    versions = ", ".join(f"{p} {info[p]}" for p in gpu_state.PACKAGES)
+    return f"machine {info['machine']}: {info['gpu']}, driver {info['driver']}, CUDA {info['cuda']}, {versions}"

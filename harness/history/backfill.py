@@ -19,7 +19,7 @@ import time
 
 from harness.core import command_output, exits, kernel_source
 from harness.core.git import GitError
-from harness.history import asvrun, machine, store
+from harness.history import asvrun, store
 
 # nf4kernel imported as the benchmark processes will: from the staged folder, with the ruler's call.
 _PROBE = (
@@ -100,13 +100,13 @@ def main(argv=None) -> int:
         return 2
     if args.missing and args.list:
         store.seed(results)
-        chosen = missing_commits(commits, results, args.machine or machine.describe()["machine"], bench, args.limit)
+        chosen = missing_commits(commits, results, args.machine or asvrun.describe()["machine"], bench, args.limit)
         for sha in chosen:
             print(f"{sha} {asvrun.git('show', '-s', '--format=%s', sha)[:60]}", flush=True)
         print(f"backfill: {len(chosen)} commits of {spec} with no result yet, newest first (--limit {args.limit})")
         return 0
-    info = machine.register()
-    print(f"backfill: {machine.one_line(info)}", flush=True)
+    info = asvrun.register()
+    print(f"backfill: {asvrun.one_line(info)}", flush=True)
     if info["gpu"] == "none" and args.suite != "cpu":
         print("backfill: no CUDA GPU here (use --suite cpu for a smoke run)", file=sys.stderr)
         return exits.NO_GPU

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 
 from harness.core import command_output, exits
-from harness.history import asvrun, machine, site, store
+from harness.history import asvrun, site, store
 
 
 def log(message: str) -> None:
@@ -36,8 +36,8 @@ def main(argv=None) -> int:
         parser.error(f"--config {error}")
 
     started = time.perf_counter()
-    info = machine.register()
-    log(machine.one_line(info))
+    info = asvrun.register()
+    log(asvrun.one_line(info))
     gpu = info["gpu"] != "none"
     suite = args.suite or ("gpu" if gpu else "cpu")
     if not gpu and suite != "cpu":

@@ -44,6 +44,11 @@ IGNORED = re.compile(r"SynchronizedTime")
 TITLE = "Performance regression on main ({machine})"
 MARKER = "<!-- harness.history.changepoints machine={machine}"
 STORE = ROOT / "benchmarks" / "history"  # the committed history (studies/changepoint_power.py reads it)
+# What ``load`` leaves out, as the report names it.
+OFF_MAIN = "result files of commits off the first-parent history"
+EARLIER_LINE = "result files of an earlier line (toolchain, python)"
+NEVER_GATED = "results of benchmarks never gated (SynchronizedTime)"
+NOT_POSITIVE = "values not positive and finite (no relative change)"
 
 
 @dataclass(frozen=True)
@@ -136,14 +141,8 @@ class Series:
 class Regression:
     series: Series
     found: Found
-
-    @property
-    def good(self) -> str:
-        return self.series.commits[self.found.good]
-
-    @property
-    def full(self) -> str:
-        return self.series.commits[self.found.full]
+    good: str  # the commits at found.good and found.full
+    full: str
 
     @property
     def commits(self) -> list[str]:
@@ -195,15 +194,7 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
         raise BadInput(f"{results_dir / 'benchmarks.json'} is not asv's list of benchmarks")
     position = {commit: i for i, commit in enumerate(order)}
     runs: list = []
-    skipped = dict.fromkeys(
-        (
-            "result files of commits off the first-parent history",
-            "result files of an earlier line (toolchain, python)",
-            "results of benchmarks never gated (SynchronizedTime)",
-            "values not positive and finite (no relative change)",
-        ),
-        0,
-    )
+    skipped = dict.fromkeys((OFF_MAIN, EARLIER_LINE, NEVER_GATED, NOT_POSITIVE), 0)
     for path in sorted((results_dir / machine).glob("*.json")):
         if path.name == "machine.json":
             continue
@@ -215,7 +206,7 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
         if result.commit_hash in position:
             runs.append(result)
         else:
-            skipped["result files of commits off the first-parent history"] += 1
+            skipped[OFF_MAIN] += 1
     if not runs:
         return [], skipped
     runs.sort(key=lambda r: position[r.commit_hash])
@@ -224,11 +215,11 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
     series: dict[tuple, Series] = {}
     for result in runs:
         if line_of[result.commit_hash] != current:
-            skipped["result files of an earlier line (toolchain, python)"] += 1
+            skipped[EARLIER_LINE] += 1
             continue
         for name in sorted(result.get_result_keys(benchmarks)):
             if IGNORED.search(name):
-                skipped["results of benchmarks never gated (SynchronizedTime)"] += 1
+                skipped[NEVER_GATED] += 1
                 continue
             info = benchmarks[name]
             params = info.get("params") or []
@@ -237,7 +228,7 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
                 if value is None or (isinstance(value, float) and math.isnan(value)):
                     continue  # failed or skipped: missing, as asv's graphs take it
                 if not 0 < value < math.inf:
-                    skipped["values not positive and finite (no relative change)"] += 1
+                    skipped[NOT_POSITIVE] += 1
                     continue
                 key = (name, combo)
                 if key not in series:
@@ -251,7 +242,7 @@ def load(results_dir: Path, machine: str, order: list[str]) -> tuple[list[Series
 def judge(series: Series) -> Regression | None:
     y = series.values if lower_is_better(series.unit) else [1 / v for v in series.values]
     found = find(y)
-    return Regression(series, found) if found else None
+    return Regression(series, found, series.commits[found.good], series.commits[found.full]) if found else None
 
 
 def verdicts(results_dir: Path, rev: str, machines: list[str] | None) -> dict:
@@ -385,15 +376,6 @@ def sync(github, machine: str, regressions: list[Regression], head: str, compare
     return f"closed #{issue['number']} {title!r}"
 
 
-def report_line(machine: str, found: list, judged: int, skipped: dict, head: str) -> str:
-    left = "; ".join(f"{n} {why}" for why, n in skipped.items() if n)
-    text = f"{machine}: {judged} series judged up to {head[:12]}" + (f" ({left} left out)" if left else "")
-    if not found:
-        return text + ": no regression"
-    names = ", ".join(f"{r.series.label} {r.shown} in {r.good[:12]}...{r.full[:12]}" for r in found)
-    return text + f": {len(found)} called: {names}"
-
-
 def check(args) -> int:
     env = os.environ
     github = None
@@ -415,7 +397,10 @@ def check(args) -> int:
     summary = []
     for machine, (regressions, judged, skipped, head) in found.items():
         if judged:
-            line = report_line(machine, regressions, judged, skipped, head)
+            left = "; ".join(f"{n} {why}" for why, n in skipped.items() if n)
+            line = f"{machine}: {judged} series judged up to {head[:12]}" + (f" ({left} left out)" if left else "")
+            names = ", ".join(f"{r.series.label} {r.shown} in {r.good[:12]}...{r.full[:12]}" for r in regressions)
+            line += f": {len(regressions)} called: {names}" if regressions else ": no regression"
         else:
             line = f"{machine}: no result of a commit of {args.rev}'s first-parent history: nothing judged"
         print(md.line(line, limit=None))  # one line of the log, whatever a label holds
@@ -449,7 +434,7 @@ def check(args) -> int:
     return 0
 
 
-def parser() -> command_output.Parser:
+def main(argv=None) -> int:
     paragraphs = [" ".join(p.split()) for p in __doc__.split("\n\n")]
     cli = command_output.Parser(prog="python -m harness changepoints", description=paragraphs[0], epilog=paragraphs[-1])
     commands = cli.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
@@ -463,8 +448,4 @@ def parser() -> command_output.Parser:
     run.add_argument("--rev", default="HEAD", help="whose first-parent history is main's (%(default)s)")
     run.add_argument("--machine", action="append", help="judge this GPU machine only (repeatable; default: every one)")
     run.add_argument("--dry-run", action="store_true", help="print what would be done; GitHub is not contacted")
-    return cli
-
-
-def main(argv=None) -> int:
-    return check(parser().parse_args(argv))
+    return check(cli.parse_args(argv))

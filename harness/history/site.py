@@ -74,18 +74,14 @@ ASV_SCRIPTS = {
 ASV_CHECKED = "0.6.6"
 
 
-def _table(text: str) -> list[tuple[str, str, str]]:
-    """(script, asv's lines, ours) per ``@@ script`` entry of ``site_assets/text-as-text.txt``."""
-    entries = []
-    for entry in text.split("\n@@ ")[1:]:
-        script, lines = entry.split("\n", 1)
-        asvs, ours = lines.split("\n=>\n")
-        entries.append((script, asvs, ours))
-    return entries
-
-
-# Where asv's scripts build markup from a name, and what the site runs instead.
-TEXT_AS_TEXT = _table((ASSETS / "text-as-text.txt").read_text())
+# Where asv's scripts build markup from a name, and what the site runs instead: (script, asv's lines,
+# ours) per ``@@ script`` entry of site_assets/text-as-text.txt, asv's and ours parted by ``=>``.
+TEXT_AS_TEXT = [
+    (script, *lines.split("\n=>\n"))
+    for script, lines in (
+        entry.split("\n", 1) for entry in (ASSETS / "text-as-text.txt").read_text().split("\n@@ ")[1:]
+    )
+]
 
 
 def check_asv_scripts(directory: Path) -> dict[str, str]:
@@ -148,11 +144,6 @@ INLINE_HANDLER = re.compile(r"<[a-z][^>]*?\s(on[a-z]+)\s*=", re.IGNORECASE)
 JAVASCRIPT_URL = re.compile(r"\b(?:href|src|action)\s*=\s*[\"']?\s*javascript:", re.IGNORECASE)
 
 
-def _script_or_link(url: str) -> re.Pattern:
-    """The whole ``<script src=URL ...>`` or ``<link href=URL ...>`` tag of asv's page."""
-    return re.compile(r"<(script|link)\b[^>]*\b(?:src|href)=\"" + re.escape(url) + r"\"[^>]*>")
-
-
 def _local_tag(tag: re.Match, entry: dict) -> str:
     local = f"{VENDOR}/{entry['local']}"
     if tag.group(1) == "link":
@@ -170,23 +161,6 @@ def _first_in_head(text: str, page: str) -> str:
     return text
 
 
-def _load_failure_from_a_file(text: str, entries: list[dict]) -> str:
-    """asv's inline js_load_failure() replaced, where it stood (before the libraries), by our file."""
-    entry = next(entry for entry in entries if entry["local"] == LOAD_FAILURE)
-    tag = f'<script src="{VENDOR}/{LOAD_FAILURE}" integrity="{entry["sri"]}"></script>'
-    return ASV_INLINE_SCRIPT.sub(lambda _: tag, text)
-
-
-def _check_no_inline_script(text: str, page: str) -> None:
-    """The policy would refuse inline script silently and the page half work: refuse it here instead."""
-    found = INLINE_SCRIPT.search(text) or INLINE_HANDLER.search(text) or JAVASCRIPT_URL.search(text)
-    if found:
-        raise ValueError(
-            f"{page} has inline script ({found.group(0)[:80]}...), which its Content-Security-Policy refuses: "
-            "this asv's pages are not the ones known"
-        )
-
-
 def make_self_contained(html_dir: Path) -> list[str]:
     """Copy the vendored files into ``html_dir/vendor`` and point asv's pages at them, under the policy.
     Returns the CDN addresses replaced; ValueError where a page still loads anything remote or has
@@ -194,6 +168,8 @@ def make_self_contained(html_dir: Path) -> list[str]:
     check_assets()
     html_dir = Path(html_dir)
     entries = lock()["files"]
+    load_failure = next(entry for entry in entries if entry["local"] == LOAD_FAILURE)
+    load_failure_tag = f'<script src="{VENDOR}/{LOAD_FAILURE}" integrity="{load_failure["sri"]}"></script>'
     for local in [entry["local"] for entry in entries] + [NEEDS_HTTP]:
         target = html_dir / VENDOR / local
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -203,16 +179,24 @@ def make_self_contained(html_dir: Path) -> list[str]:
         path = html_dir / page
         if not path.is_file():
             continue
-        text = _load_failure_from_a_file(_first_in_head(path.read_text(), page), entries)
+        # asv's inline js_load_failure() replaced, where it stood (before the libraries), by our file.
+        text = ASV_INLINE_SCRIPT.sub(lambda _: load_failure_tag, _first_in_head(path.read_text(), page))
         for entry in entries:
-            if entry.get("cdn") and entry["cdn"] in text:
-                text, count = _script_or_link(entry["cdn"]).subn(lambda m, e=entry: _local_tag(m, e), text)
+            if entry.get("cdn") and entry["cdn"] in text:  # its whole <script src=CDN ...> or <link href=CDN ...>
+                tag = re.compile(r"<(script|link)\b[^>]*\b(?:src|href)=\"" + re.escape(entry["cdn"]) + r"\"[^>]*>")
+                text, count = tag.subn(lambda m, e=entry: _local_tag(m, e), text)
                 if count:
                     replaced.append(entry["cdn"])
         remote = re.findall(r"<(?:script|link)\b[^>]*\b(?:src|href)=\"(https?://[^\"]+)\"", text)
         if remote:
             raise ValueError(f"{page} still loads {remote}: this asv's pages name a library the lock lacks")
-        _check_no_inline_script(text, page)
+        # The policy would refuse inline script silently and the page half work: refuse it here instead.
+        found = INLINE_SCRIPT.search(text) or INLINE_HANDLER.search(text) or JAVASCRIPT_URL.search(text)
+        if found:
+            raise ValueError(
+                f"{page} has inline script ({found.group(0)[:80]}...), which its Content-Security-Policy refuses: "
+                "this asv's pages are not the ones known"
+            )
         path.write_text(text)
     return replaced
 

@@ -14,7 +14,7 @@ MACHINES = sorted(p.name for p in history.STORE.iterdir() if p.is_dir())
 
 
 def add_a_cpu_machines_result(results: Path) -> None:
-    """A CPU smoke run's result beside the history, described as harness/history/machine.py describes a CPU
+    """A CPU smoke run's result beside the history, described as harness/history/asvrun.py describes a CPU
     machine (no GPU, another torch): the site must stay as it is without it."""
     machine_dir = results / CPU_MACHINE
     machine_dir.mkdir(parents=True)

@@ -123,12 +123,12 @@ def test_the_benchmark_processes_find_this_checkouts_kernel_without_an_install(m
     """On the GPU runner nothing installs nf4kernel (nox --no-venv) and asv starts its benchmark
     processes elsewhere: the checkout (or the staged kernel under test) goes first on their path, and
     this checkout (the measuring stack, harness/core) behind a staged kernel."""
-    from harness.history import asvrun, machine
+    from harness.history import asvrun
 
     seen = {}
     monkeypatch.setattr(asvrun, "ensure_branches", lambda config: None)
     monkeypatch.setattr(asvrun, "asv", lambda *args, config, env: seen.update(env) or 0)
-    monkeypatch.setattr(machine, "record", lambda results_dir, info: None)
+    monkeypatch.setattr(asvrun, "record", lambda results_dir, info: None)
     monkeypatch.delenv("PYTHONPATH", raising=False)
     asvrun.run("f" * 40, "cpu", {"machine": "m"}, "asv.conf.json")
     assert seen["ASV_PYTHONPATH"] == str(asvrun.ROOT)

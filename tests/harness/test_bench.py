@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import asvrun, bench, machine
+from harness.history import asvrun, bench
 from harness.history import store as history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,8 +26,8 @@ def on(monkeypatch):
     steps = []
 
     def machine_is(info: dict, measured: int = 1):
-        monkeypatch.setattr(machine, "register", lambda: info)
-        monkeypatch.setattr(machine, "one_line", lambda info: f"machine {info['machine']}")
+        monkeypatch.setattr(asvrun, "register", lambda: info)
+        monkeypatch.setattr(asvrun, "one_line", lambda info: f"machine {info['machine']}")
         monkeypatch.setattr(history, "seed", lambda results: steps.append("seed") or 0)
         monkeypatch.setattr(asvrun, "run", lambda *args, **kwargs: steps.append("measure") or 0)
         monkeypatch.setattr(asvrun, "outcome", lambda *args: asvrun.Outcome(measured, [], []))
