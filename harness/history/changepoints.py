@@ -1,8 +1,6 @@
 """Change points in main's performance history: a slowdown that crept in over several merges, each of
 which passed its own PR check, opens one GitHub issue per GPU machine; a recovery closes it.
 
-    python -m harness changepoints check [--results DIR] [--rev REV] [--machine NAME] [--dry-run]
-
 Each series (one benchmark, parameter combination and GPU machine, its latest line) over main's
 first-parent commits is judged by asv's own step fit and regression decision (``find``).
 The rule, why, and its measured false alarms: docs/performance-history.md, "Change points on main".
@@ -160,7 +158,6 @@ class Regression:
 
 
 def first_parent(rev: str) -> list[str]:
-    """Main's commits, oldest first, along first parents."""
     try:
         command = ["git", "rev-list", "--first-parent", "--reverse", rev]
         done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
@@ -441,7 +438,7 @@ def main(argv=None) -> int:
     run = commands.add_parser(
         "check",
         help="judge main's history; open, update or close each GPU machine's issue",
-        description=paragraphs[2],
+        description=paragraphs[1],
         epilog=paragraphs[-1],
     )
     run.add_argument("--results", type=Path, help="an asv results folder (default: asv.conf.json's, .asv/results)")

@@ -60,7 +60,6 @@ class RunOnly:
 
 
 def rows_of(doc: dict) -> dict[str, dict]:
-    """Each benchmark's row of a checked result file, as a dict keyed by its ``result_columns``."""
     return {name: dict(zip(doc["result_columns"], row, strict=False)) for name, row in doc["results"].items()}
 
 
@@ -149,7 +148,6 @@ def _as_list(row: dict, columns: list) -> list:
 
 
 def machines_in(root: Path) -> list[str]:
-    """The machine folders of a store: those with a machine.json."""
     return sorted(p.name for p in root.iterdir() if (p / MACHINE_FILE).is_file()) if root.is_dir() else []
 
 
@@ -299,11 +297,8 @@ class _Merge:
                 if doc is None:
                     continue
                 if not doc["commit_hash"].startswith(prefix):
-                    self.fail(
-                        RecordError(
-                            path, "", f"named for commit {prefix}, but its commit_hash is {doc['commit_hash']!r}"
-                        )
-                    )
+                    why = f"named for commit {prefix}, but its commit_hash is {doc['commit_hash']!r}"
+                    self.fail(RecordError(path, "", why))
                     continue
                 if doc["commit_hash"] in self.run.commits or unmeasured:
                     taken[path.name] = doc

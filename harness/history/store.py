@@ -77,7 +77,6 @@ def store_and_say(results_dir: Path, machine: str, who: str) -> bool:
 
 
 def commits(machine_dir: Path) -> list[str]:
-    """The commit hashes a machine's stored results are for."""
     paths = [path for path in machine_dir.glob("*.json") if path.name != "machine.json"]
     return sorted(asv_files.read_asv_result(path)["commit_hash"] for path in paths)
 
