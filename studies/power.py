@@ -141,6 +141,16 @@ def noop_processes(records: list[dict]) -> list[dict]:
     return [t for t in timed if len(t) == every]
 
 
+def only(found: dict, keys) -> dict:
+    """A pass cut down to ``keys``, as a second pass re-measures only what the first left to it (the
+    regression check measures only those; a resampled or recorded run is cut down after)."""
+    rounds = [
+        {**rnd, **{side: {k: v for k, v in rnd[side].items() if k in keys} for side in ("base", "head")}}
+        for rnd in found["rounds"]
+    ]
+    return {**found, "rounds": rounds, "bytes": {k: v for k, v in found.get("bytes", {}).items() if k in keys}}
+
+
 def resampled_noops(
     records: list[dict],
     draws: int,
@@ -176,7 +186,7 @@ def resampled_noops(
         passes = [first]
         if again:
             re_measured += 1
-            passes.append(regression_rule.only({"rounds": rounds[first_n:], **extra}, again))
+            passes.append(only({"rounds": rounds[first_n:], **extra}, again))
         verdict = regression_rule.decide({"passes": passes}, limit, resamples=resamples)
         if verdict.failed:
             failed.append(draw)

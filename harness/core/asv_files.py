@@ -19,6 +19,7 @@ from harness.core.schema import (
     a_string,
     an_int,
     an_object,
+    each,
     fields,
     read_json,
     required,
@@ -66,12 +67,9 @@ def _asv_row(value: Any, where: Where, columns: list[str]) -> None:
     if not isinstance(result, list):
         _asv_value(result, where.at(0))
         return
-    for i, item in enumerate(result):
-        _asv_value(item, where.at(0).at(i))
+    each(_asv_value)(result, where.at(0))
     if len(row) > 1:
-        names = a_list(row[1], where.at(1))
-        for i, values in enumerate(names):
-            strings(values, where.at(1).at(i))
+        names = each(strings)(row[1], where.at(1))
         combinations = math.prod(len(values) for values in names)
         if names and combinations != len(result):
             where.at(0).fail(f"{len(result)} results for {combinations} combinations of the parameters")

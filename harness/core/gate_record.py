@@ -26,7 +26,7 @@ from harness.core.schema import (
     seconds_list,
     shown,
     strings,
-    text_keys,
+    values,
 )
 
 # The harness version a gate record is measured by: bumped when a change to the harness changes what
@@ -38,25 +38,18 @@ UNVERSIONED = 1  # what a record without "harness_version" was measured by
 GATE_TIMED = ("nf4kernel", "unsloth")  # what the gate's verdict compares; bitsandbytes is shown beside
 
 
-def _versions(value: Any, where: Where) -> dict:
-    for key in text_keys(an_object(value, where), where):
-        or_null(a_string)(value[key], where.key(key))
-    return value
-
-
 ENVIRONMENT = {
     "cuda": a_bool,
     "cuda_error?": a_string,
     "unsloth_error?": a_string,
     **{f"{key}?": or_null(a_string) for key in ("device", "torch", "triton", "bitsandbytes", "unsloth")},
     "copy_bytes_per_s?": POSITIVE,
-    "versions?": _versions,
+    "versions?": values(or_null(a_string), text=True),
 }
 CHECK = {"shape": a_string, "weight": a_string, "check": a_string, "ok": a_bool, "exact?": a_bool, "reason?": a_string}
 SHAPE = {"label": NONEMPTY, "bytes_per_call": POSITIVE}
 STATE = {"state_before": gpu_state, "state_after": gpu_state, "throttled": strings}
 KERNEL = {f"{key}?": a_string for key in ("source", "commit", "staged", "imported_from")}
-TIMED = {"calls_per_timing": COUNT}
 MEASURED = {"device": NONEMPTY, "copy_bytes_per_s": POSITIVE}  # in the environment of a record that timed
 
 
@@ -94,7 +87,7 @@ def _timings(record: dict, where: Where) -> None:
     count that matches, a GPU state per round."""
     shapes = required(record, "shapes", where, each(object_of(SHAPE), nonempty=True))
     timed = required(record, "seconds", where, _rounds_by_name, shapes=len(shapes))
-    fields(record, where, TIMED)
+    required(record, "calls_per_timing", where, COUNT)
     fields(record["environment"], where.key("environment"), MEASURED)
     rounds = required(record, "rounds", where, COUNT)
     if rounds != timed:

@@ -25,7 +25,6 @@ from harness.core.schema import (
     seconds_list,
     shown,
     strings,
-    text_keys,
     values,
 )
 
@@ -64,15 +63,11 @@ def check_pass(value: Any, where: Where) -> dict:
     for i, paired in enumerate(rounds):
         timed = _paired_round(paired, where.key("rounds").at(i))
         if keys is not None and timed != keys:
-            where.key("rounds").at(i).fail(f"timed {_named(timed)}, but round 1 timed {_named(keys)}")
+            where.key("rounds").at(i).fail(f"timed {shown(sorted(timed))}, but round 1 timed {shown(sorted(keys))}")
         keys = timed
     fields(value, where, {"bytes?": _counts, "peak_bytes?": object_of({f"{side}?": _counts for side in SIDES})})
     optional(value, "states", where, _probe_states, rounds=len(rounds))
     return value
-
-
-def _named(keys: set) -> str:
-    return shown(sorted(keys))
 
 
 def _paired_round(value: Any, where: Where) -> set:
@@ -82,14 +77,12 @@ def _paired_round(value: Any, where: Where) -> set:
         where.key("order").fail(f"{shown(order)} is not base and head in some order")
     found = {}
     for side in SIDES:
-        samples = text_keys(required(value, side, where, an_object), where.key(side))
+        samples = required(value, side, where, values(seconds_list, text=True))
         if not samples:
             where.key(side).fail(f"timed nothing for {side}")
-        for key, calls in samples.items():
-            seconds_list(calls, where.key(side).key(key))
         found[side] = set(samples)
     if found["base"] != found["head"]:
-        where.key("head").fail(f"timed {_named(found['head'])}, but base timed {_named(found['base'])}")
+        where.key("head").fail(f"timed {shown(sorted(found['head']))}, but base timed {shown(sorted(found['base']))}")
     return found["base"]
 
 

@@ -87,13 +87,6 @@ def a_string(value: Any, where: Where, nonempty: bool = False) -> str:
     return value
 
 
-def text_keys(value: dict, where: Where) -> dict:
-    """An object whose keys are text a table can print (see a_string)."""
-    for key in value:
-        a_string(key, where.key(key))
-    return value
-
-
 def a_bool(value: Any, where: Where) -> bool:
     if not isinstance(value, bool):
         where.fail(f"{shown(value)} is not true or false")
@@ -124,7 +117,6 @@ def a_number(value: Any, where: Where, positive: bool = False) -> float:
 
 
 def a_fraction(value: Any, where: Where) -> float:
-    """A number strictly between 0 and 1."""
     if not 0 < a_number(value, where) < 1:
         where.fail(f"{shown(value)} is not a fraction in (0, 1)")
     return value
@@ -166,12 +158,14 @@ strings = each(a_string)
 
 
 def values(check: Callable, text: bool = False) -> Callable:
-    """An object whose every value passes ``check`` (and, with ``text``, every key is text)."""
+    """An object whose every value passes ``check`` (and, with ``text``, every key is text a table
+    can print: see a_string)."""
 
     def checked(value: Any, where: Where) -> dict:
         an_object(value, where)
         if text:
-            text_keys(value, where)
+            for key in value:
+                a_string(key, where.key(key))
         for key, item in value.items():
             check(item, where.key(key))
         return value
@@ -184,16 +178,14 @@ def fields(value: Any, where: Where, spec: dict) -> dict:
     absent)."""
     an_object(value, where)
     for name, check in spec.items():
-        key = name.rstrip("?")
-        if key in value:
-            check(value[key], where.key(key))
-        elif key == name:
-            where.key(key).fail("missing")
+        if name.endswith("?"):
+            optional(value, name[:-1], where, check)
+        else:
+            required(value, name, where, check)
     return value
 
 
 def object_of(spec: dict) -> Callable:
-    """A check of an object against ``spec`` (``fields``)."""
     return lambda value, where: fields(value, where, spec)
 
 

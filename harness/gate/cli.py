@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 
 from harness.core import command_output, exits, gate_record, gpu_state, gpu_types, kernel_source, schema
 from harness.core import markdown as md
@@ -82,15 +83,12 @@ def speed_up(text: str) -> float:
 
 
 def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
-    """The arguments, checked against each other; a bad combination ends here (exit 2), before
-    anything is measured."""
+    """The arguments, checked against each other: a bad combination exits 2 before anything is measured."""
     args = parser.parse_args(argv)
-    args.gpu = None
-    if args.gpu_type is not None:
-        try:
-            args.gpu = gpu_types.named(args.gpu_type)
-        except ValueError as error:
-            parser.error(f"--gpu-type: {error}")
+    try:
+        args.gpu = None if args.gpu_type is None else gpu_types.named(args.gpu_type)
+    except ValueError as error:
+        parser.error(f"--gpu-type: {error}")
     if args.threshold is None:
         args.threshold = args.gpu.gate_threshold if args.gpu else decision.DEFAULT_THRESHOLD
     if args.rounds < decision.MIN_ROUNDS:
@@ -110,18 +108,7 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     return args
 
 
-def check_commit(record: dict, args) -> None:
-    """--expect-kernel: the record is of the commit the workflow measured, so a record of another
-    kernel (the base's, handed in as the PR's) is refused."""
-    commit = (record.get("kernel") or {}).get("commit")
-    if args.expect_kernel and commit != args.expect_kernel:
-        wanted = f"{commit!r}, not the expected {args.expect_kernel}"
-        raise schema.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
-
-
 def write(args, record: dict, text: str, summary: str) -> None:
-    """The text on stdout, the record to --json, the summary to --summary; ValueError naming the
-    option and the file where one can't be written."""
     print(text, flush=True)
     try:
         command_output.written("--json", args.json, json.dumps(record, indent=1))
@@ -136,21 +123,19 @@ def main(argv=None) -> int:
     try:
         return run(args)
     except ValueError as error:  # a malformed record, a record of another kernel, no such kernel
-        refuse(parser, error)
-
-
-def refuse(parser: argparse.ArgumentParser, error: ValueError) -> None:
-    """Exit 2 with one line on stderr: what was wrong, and where (a file and a field where it was a record)."""
-    said = md.line(" ".join(str(error).splitlines()), limit=None)  # it may quote a record's strings
-    parser.exit(exits.BAD_INPUT, f"{parser.prog}: error: {said}\n")
+        # Exit 2 with one line: what was wrong, and where (a file and a field where it was a record).
+        said = md.line(" ".join(str(error).splitlines()), limit=None)  # it may quote a record's strings
+        parser.exit(exits.BAD_INPUT, f"{parser.prog}: error: {said}\n")
 
 
 def run(args) -> int:
-    """Read or measure, decide, report: the exit code. ValueError (RecordError and SourceError among
-    them) for input that gives no verdict."""
     if args.replay:
         record = gate_record.read_gate(args.replay, f"--replay {args.replay}")
-        check_commit(record, args)
+        # --expect-kernel: a record of another kernel (the base's, handed in as the PR's) is refused.
+        commit = (record.get("kernel") or {}).get("commit")
+        if args.expect_kernel and commit != args.expect_kernel:
+            wanted = f"{commit!r}, not the expected {args.expect_kernel}"
+            raise schema.RecordError(f"--replay {args.replay}", "kernel.commit", wanted)
     elif not gpu_state.gpu_here():
         record = unmeasured(args)
     else:
@@ -164,7 +149,6 @@ def run(args) -> int:
 
 
 def as_run() -> str:
-    """This command line, as a record says it was run."""
     return " ".join(["python -m harness gate", *sys.argv[1:]])
 
 
@@ -184,16 +168,6 @@ def unmeasured(args) -> dict:
     }
 
 
-def check_gpu_type(args, record: dict) -> None:
-    """With --gpu-type, a record that timed anything was timed on that type of GPU: a runner carrying
-    the wrong label must not pass a PR against another type's threshold."""
-    device = record.get("environment", {}).get("device")
-    if args.gpu is not None and "seconds" in record and not args.gpu.runs(str(device)):
-        raise schema.RecordError(
-            "the record", "environment.device", f"{device!r}, not a GPU of type {args.gpu.name} ({args.gpu.device})"
-        )
-
-
 MEASUREMENT_FAILURES = (decision.EXIT_INCORRECT, decision.EXIT_NO_GPU, decision.EXIT_NO_UNSLOTH)
 
 
@@ -201,14 +175,19 @@ def report(args, record: dict, verdict: decision.Verdict) -> int:
     """The table, the record and the summary written; the verdict's exit code. ``--measure-only``:
     the record, with what it would be decided here for reading, and an exit code that says only
     whether it measured: a kernel slower than the threshold still exits 0."""
-    check_gpu_type(args, record)
+    # With --gpu-type, a record that timed anything was timed on that type of GPU: a runner carrying
+    # the wrong label must not pass a PR against another type's threshold.
+    device = record.get("environment", {}).get("device")
+    if args.gpu is not None and "seconds" in record and not args.gpu.runs(str(device)):
+        wrong = f"{device!r}, not a GPU of type {args.gpu.name} ({args.gpu.device})"
+        raise schema.RecordError("the record", "environment.device", wrong)
     text = table(record, verdict, args.threshold)
     if args.measure_only:
-        record["measure_only"] = {"threshold": args.threshold, "verdict_here": verdict.as_dict()}
+        record["measure_only"] = {"threshold": args.threshold, "verdict_here": asdict(verdict)}
         text += "\n(measure only: the verdict above is for reading; the workflow decides with --replay)"
         write(args, record, text, "")
         return verdict.exit_code if verdict.exit_code in MEASUREMENT_FAILURES else decision.EXIT_PASS
     record["threshold"] = args.threshold
-    record["verdict"] = verdict.as_dict()
+    record["verdict"] = asdict(verdict)
     write(args, record, text, markdown(record, verdict, args.threshold, text))
     return verdict.exit_code

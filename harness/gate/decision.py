@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from harness.core import exits, gate_record, policy, stats
 
@@ -43,9 +43,6 @@ class Verdict:
     rounds: int | None = None
     notes: list = field(default_factory=list)  # said with the verdict; not reasons to fail
     throttled_rounds: list = field(default_factory=list)  # 1-based round numbers
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
     def line(self) -> str:
         """``PASS``, ``PASS: note`` or ``FAIL: reason; reason; note``."""
@@ -101,15 +98,12 @@ def throttled_rounds(record: dict) -> list[tuple[int, list[str]]]:
 def check_threshold(threshold: float) -> float:
     """ValueError unless ``threshold`` is a finite speed-up above 0: a NaN one would pass every
     record (no median is below NaN)."""
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
-        raise ValueError(f"the threshold is a finite speed-up, not {threshold!r}")
-    if threshold <= 0:
-        raise ValueError(f"the threshold is a speed-up above 0, not {threshold!r}")
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 < threshold < math.inf:
+        raise ValueError(f"the threshold is a finite speed-up above 0, not {threshold!r}")
     return threshold
 
 
 def more_rounds_would_help(record: dict, threshold: float) -> bool:
-    """Whether the interval the verdict rests on still straddles the threshold."""
     return straddles(bootstrap_interval(round_ratios(record)), threshold)
 
 

@@ -115,9 +115,7 @@ def measure_in(session: judge.Session, record: dict, threshold: float) -> None:
 
 
 def time_until_decided(record: dict, add_rounds, threshold: float) -> None:
-    """``record["rounds_first"]`` rounds, then ROUNDS_PER_BATCH more at a time while the speed-up's
-    interval straddles the threshold, up to ``record["max_rounds"]``; ``add_rounds(count)``
-    times them into the record. Leaves the number timed in ``record["rounds"]``."""
+    """``add_rounds(count)`` times rounds into the record: more while the interval straddles the threshold."""
     add_rounds(record["rounds_first"])
     bound = record["max_rounds"]
     while (done := len(record["seconds"]["nf4kernel"])) < bound and decision.more_rounds_would_help(record, threshold):

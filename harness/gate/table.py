@@ -5,6 +5,8 @@ recorded data."""
 
 from __future__ import annotations
 
+import itertools
+
 from harness.core import markdown as md
 from harness.gate import decision
 
@@ -22,15 +24,9 @@ def _row(shape: dict, name: str, us: float, copy: float) -> list[str]:
 
 
 def timing_table(record: dict) -> list[str]:
-    """Per shape and implementation, microseconds per call (median round), the achieved bandwidth and
-    its share of this run's device copy."""
+    """Per shape and implementation: us per call (median round), bandwidth, its share of the device's copy."""
     env = record["environment"]
     copy = env["copy_bytes_per_s"]
-    lines = [
-        f"Challenge A on {md.line(env['device'])} (copy {copy / 1e9:.0f} GB/s), {record['rounds']} interleaved rounds, "
-        "median round:",
-        "",
-    ]
     timed = [name for name in IMPLEMENTATIONS if name in record["seconds"]]  # bitsandbytes is shown where timed
     seconds, calls = record["seconds"], record["calls_per_timing"]
     rows = [
@@ -38,9 +34,13 @@ def timing_table(record: dict) -> list[str]:
         for i, shape in enumerate(record["shapes"])
         for name in timed
     ]
-    lines += md.table(TIMING_HEADER, rows, align="llrrr", widths=TIMING_WIDTHS)
-    lines.append("")
-    return lines
+    return [
+        f"Challenge A on {md.line(env['device'])} (copy {copy / 1e9:.0f} GB/s), {record['rounds']} interleaved rounds, "
+        "median round:",
+        "",
+        *md.table(TIMING_HEADER, rows, align="llrrr", widths=TIMING_WIDTHS),
+        "",
+    ]
 
 
 def speed_up(record: dict, verdict: decision.Verdict, threshold: float) -> list[str]:
@@ -79,12 +79,12 @@ def throttle_lines(record: dict) -> list[str]:
     ]
 
 
-def _span(values: list, unit: str, digits: int = 0) -> str:
-    values = [v for v in values if v is not None]
+def _span(states: list[dict], key: str, unit: str) -> str:
+    values = [s[key] for s in states if s.get(key) is not None]
     if not values:
         return "?"
     low, high = min(values), max(values)
-    return f"{low:.{digits}f} {unit}" if low == high else f"{low:.{digits}f} to {high:.{digits}f} {unit}"
+    return f"{low:.0f} {unit}" if low == high else f"{low:.0f} to {high:.0f} {unit}"
 
 
 def gpu_state_line(record: dict) -> list[str]:
@@ -92,16 +92,11 @@ def gpu_state_line(record: dict) -> list[str]:
     after = [s["state_after"] for s in record.get("round_states") or [] if "unavailable" not in s["state_after"]]
     if not after:
         return []
-    first = after[0]
-
-    def field(key):
-        return [s.get(key) for s in after]
-
     return [
-        f"GPU after each round ({md.line(first['source'])}): SM {_span(field('sm_clock_mhz'), 'MHz')} "
-        f"(max {_span(field('max_sm_clock_mhz'), 'MHz')}), memory {_span(field('mem_clock_mhz'), 'MHz')}, "
-        f"{_span(field('temperature_c'), '°C')}, {_span(field('power_w'), 'W')} "
-        f"of {_span(field('power_limit_w'), 'W')}"
+        f"GPU after each round ({md.line(after[0]['source'])}): SM {_span(after, 'sm_clock_mhz', 'MHz')} "
+        f"(max {_span(after, 'max_sm_clock_mhz', 'MHz')}), memory {_span(after, 'mem_clock_mhz', 'MHz')}, "
+        f"{_span(after, 'temperature_c', '°C')}, {_span(after, 'power_w', 'W')} "
+        f"of {_span(after, 'power_limit_w', 'W')}"
     ]
 
 
@@ -121,16 +116,12 @@ def versions_line(record: dict) -> list[str]:
 def kernel_line(record: dict) -> list[str]:
     """Which nf4kernel was measured: a commit's package alone (--kernel), or the one imported."""
     kernel = record.get("kernel") or {}
-    where = kernel.get("imported_from")
-    if not where:
+    if not kernel.get("imported_from"):
         return []
-    commit = kernel.get("commit")
-    what = (
-        f"nf4kernel of {md.line(commit[:12])} ({md.line(kernel['source'])}), alone on the path"
-        if commit
-        else "nf4kernel"
-    )
-    return [f"kernel under test: {what}, imported from {md.line(where)}"]
+    what = "nf4kernel"
+    if kernel.get("commit"):
+        what += f" of {md.line(kernel['commit'][:12])} ({md.line(kernel['source'])}), alone on the path"
+    return [f"kernel under test: {what}, imported from {md.line(kernel['imported_from'])}"]
 
 
 def table(record: dict, verdict: decision.Verdict, threshold: float) -> str:
@@ -185,16 +176,10 @@ def paragraphs(text: str) -> list[str]:
     """Markdown blocks: consecutive table rows stay one table; every other line is its own paragraph
     (GitHub would run single lines together), plain text escaped whole (the throttle marks, and
     whatever a record's strings hold: the text has no Markdown of its own outside its tables)."""
-    blocks, rows = [], []
-    for line in text.splitlines():
-        if line.startswith("|"):
-            rows.append(line)
-            continue
+    blocks = []
+    for rows, lines in itertools.groupby(text.splitlines(), key=lambda line: line.startswith("|")):
         if rows:
-            blocks.append("\n".join(rows))
-            rows = []
-        if line.strip():
-            blocks.append(md.escape(line))
-    if rows:
-        blocks.append("\n".join(rows))
+            blocks.append("\n".join(lines))
+        else:
+            blocks += [md.escape(line) for line in lines if line.strip()]
     return blocks

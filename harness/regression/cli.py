@@ -53,7 +53,6 @@ def summary(record: dict, verdict: rule.Judgement) -> str:
 
 
 def heading(record: dict) -> str:
-    """The summary's heading: the record's commits, escaped (``md.text``)."""
     base, head = md.text(record.get("base", "?")[:8]), md.text(record.get("head", "?")[:8])
     return f"### Regression check: {base} → {head}"
 
@@ -70,9 +69,8 @@ def appended(summary_path: str | None, text: str) -> bool:
 
 
 def report(record: dict, verdict: rule.Judgement, summary_path: str | None) -> int:
-    """The table and the verdict's lines on stdout, the summary appended to ``summary_path``; 0 pass,
-    1 slower, 2 when the summary can't be written (the verdict then reaches no one who reads it).
-    A record's strings reach the log as ``md.line``: one line each, no workflow command."""
+    """The table and the verdict's lines on stdout, the summary appended to ``summary_path``. A record's
+    strings reach the log as ``md.line``: one line each, no workflow command."""
     print(rule.table(verdict), flush=True)
     for note in verdict.notes:
         say(md.line(note, limit=None))
@@ -87,16 +85,14 @@ def report(record: dict, verdict: rule.Judgement, summary_path: str | None) -> i
         return 2
     base, head = md.line(record.get("base", "?")[:8]), md.line(record.get("head", "?")[:8])
     if verdict.failed:
-        called = len(verdict.called) + len(verdict.memory)
-        say(f"FAIL: {head} against {base}: {called} called slower or larger")
+        say(f"FAIL: {head} against {base}: {len(verdict.called) + len(verdict.memory)} called slower or larger")
         return 1
     say(f"PASS: {head} against {base}: nothing slower beyond its noise")
     return 0
 
 
 def report_failed(record: dict, summary_path: str | None) -> int:
-    """A measurement that failed (``regression_record.FAILED_EXITS``): its one line, and the summary saying
-    so; its exit code."""
+    """A measurement that failed (``regression_record.FAILED_EXITS``)."""
     reason = record["failed"]["reason"]
     say(f"FAIL: {md.line(reason, limit=None)} (exit {record['failed']['exit_code']})")
     if not appended(summary_path, f"{heading(record)}\n\n**FAIL**: {md.text(reason, limit=None)}\n"):
@@ -110,8 +106,8 @@ def replay(path: str, args) -> int:
         record = regression_record.read_regression(path, f"--replay {path}")
         for side, wanted in zip(("base", "head"), args.expect or (), strict=False):
             full = wanted if schema.COMMIT_HASH.fullmatch(wanted) else kernel_source.resolve(wanted)
-            if record[side] != full:
-                raise schema.RecordError(f"--replay {path}", side, f"{record[side]}, not the expected {wanted}")
+            if record.get(side) != full:
+                raise schema.RecordError(f"--replay {path}", side, f"{record.get(side)}, not the expected {wanted}")
         if "failed" in record:
             return report_failed(record, args.summary)
         verdict = rule.decide(record, args.min_change, args.min_group_change)

@@ -74,22 +74,6 @@ class Judgement:
     def failed(self) -> bool:
         return bool(self.called or self.memory)
 
-    def as_dict(self) -> dict:
-        return {
-            "results": [r.as_dict() for r in self.results],
-            "groups": [g.as_dict() for g in self.groups],
-            "notes": self.notes,
-            "memory": self.memory,
-            "failed": self.failed,
-        }
-
-
-def check_record(record: dict, what: str = "the paired record") -> list[str]:
-    """The result keys every round of a pass holds for both sides; RecordError (a ValueError) naming
-    the problem otherwise (``regression_record.check_pass``)."""
-    regression_record.check_pass(record, Where(what))
-    return sorted(record["rounds"][0]["base"])
-
 
 def _call(low: float, high: float, limit: float) -> str:
     if low > limit:
@@ -115,8 +99,9 @@ def judge(
 
     if not 0 < min_change < 1 or not 0 < min_group_change < 1:
         raise ValueError(f"a practical minimum is a fraction in (0, 1), not {min_change!r} / {min_group_change!r}")
-    keys = check_record(record)
+    regression_record.check_pass(record, Where("the paired record"))
     rounds = record["rounds"]
+    keys = sorted(rounds[0]["base"])
     n_rounds = len(rounds)
     # One generator per result, seeded by [SEED, crc32(its name)]: the same record always gives the
     # same intervals, and a result's interval does not depend on which other results were measured.
@@ -168,15 +153,6 @@ def suspects(judgement: Judgement) -> list[str]:
     return [r.name for r in judgement.results if r.call in (SLOWER, OPEN)]
 
 
-def only(found: dict, keys) -> dict:
-    """A pass cut down to ``keys``, as a second pass re-measures only what the first left to it."""
-    rounds = [
-        {**rnd, **{side: {k: v for k, v in rnd[side].items() if k in keys} for side in ("base", "head")}}
-        for rnd in found["rounds"]
-    ]
-    return {**found, "rounds": rounds, "bytes": {k: v for k, v in found.get("bytes", {}).items() if k in keys}}
-
-
 def _repeated(decided: Reading, first: Reading | None) -> Reading:
     """The re-measurement's reading, the first's kept beside it; a call of slower that the first
     pass did not read above the line is UNREPEATED."""
@@ -220,9 +196,7 @@ def decide(
     """The verdict on a whole record (``clocked.measure``): the first pass judged, its suspects
     decided by the second pass, peak memory compared. The limits are the caller's, else this
     module's defaults: never the record's own ``rule``, which a record under test could loosen (it
-    says what the measurement used; a note says where that differs). ValueError where the record
-    breaks its schema (``regression_record.check_regression``) or can't support a verdict (suspects never
-    re-measured, a pass of fewer than ``MIN_ROUNDS`` rounds)."""
+    says what the measurement used; a note says where that differs). ValueError: no verdict."""
     regression_record.check_regression(record, "the record")
     for number, found in enumerate(record["passes"], 1):
         if len(found["rounds"]) < MIN_ROUNDS:
@@ -239,7 +213,7 @@ def decide(
     if again:
         if len(passes) < 2:
             raise ValueError(f"the first pass left {len(again)} result(s) to re-measure; the record has no second pass")
-        measured = check_record(passes[1], "the second pass")
+        measured = passes[1]["rounds"][0]["base"]  # check_regression saw every round time the same
         missing = sorted(set(again) - set(measured))
         if missing:
             raise ValueError(f"the second pass did not re-measure {', '.join(missing)}")
@@ -258,10 +232,8 @@ def other_limits(record: dict, min_change: float, min_group_change: float) -> li
     measured = record.get("rule") or {}
     applied = {"min_change": min_change, "min_group_change": min_group_change}
     differ = {key: value for key, value in measured.items() if key in applied and value != applied[key]}
-    if not differ:
-        return []
     said = ", ".join(f"{key} {value:g} (applied: {applied[key]:g})" for key, value in differ.items())
-    return [f"the record was measured with other limits ({said}); the verdict applies this harness's"]
+    return [f"the record was measured with other limits ({said}); the verdict applies this harness's"] if differ else []
 
 
 def throttled(passes: list[dict]) -> list[str]:
@@ -276,8 +248,9 @@ def throttled(passes: list[dict]) -> list[str]:
                 for key, around in states.items():
                     reasons = sorted({x for s in around.values() for x in gpu_state.is_throttled(s)})
                     if reasons:
-                        seen.append(f"pass {p + 1}, round {r + 1}, {side}, {key}: {', '.join(reasons)}")
-    return [f"the GPU throttled while timing: {line}" for line in seen]
+                        where = f"pass {p + 1}, round {r + 1}, {side}, {key}"
+                        seen.append(f"the GPU throttled while timing: {where}: {', '.join(reasons)}")
+    return seen
 
 
 def _us(seconds: float | None) -> str:
@@ -285,9 +258,8 @@ def _us(seconds: float | None) -> str:
 
 
 def table(verdict: Judgement) -> str:
-    """The job summary's table: per result and group, the change, its interval, the noise it was
-    judged against, and whether it was called (and where re-measured, what the first pass read).
-    A result's name is the record's: shown with ``md.text``, as the table is printed as well."""
+    """The job summary's table, per result and group. A result's name is the record's: shown with
+    ``md.text``, as the table is printed as well."""
     header = ("result", "BASE µs", "HEAD µs", "change", "95% interval", "noise ±", "limit", "rounds", "called")
     words = {
         SLOWER: "**slower**",

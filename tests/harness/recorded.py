@@ -150,12 +150,13 @@ def regression_record(slower=None, base: str = "b" * 40, head: str = "h" * 40, r
     (the first six of ``runs``, same-kernel runs) and, for what it leaves to re-measure, a second (the
     last six)."""
     from harness.regression import rule as regression_rule
+    from studies import power
 
     first = paired_record(runs[:6], slower)
     passes = [first]
     again = regression_rule.suspects(regression_rule.judge(first))
     if again:
-        passes.append(regression_rule.only(paired_record(runs[6:], slower), again))
+        passes.append(power.only(paired_record(runs[6:], slower), again))
     return {"base": base, "head": head, "device": "NVIDIA H200 (recorded runs)", "passes": passes}
 
 

@@ -328,7 +328,7 @@ def test_a_recorded_process_five_times_slow_is_re_measured_and_not_believed(tmp_
     again = regression_rule.suspects(regression_rule.judge(first))
     assert slow_key in again
     rounds = _same_kernel_rounds(real["passes"][1]["rounds"][:4], 1)
-    second = regression_rule.only({"rounds": rounds, "bytes": first["bytes"]}, again)
+    second = power.only({"rounds": rounds, "bytes": first["bytes"]}, again)
     record = {"base": "b" * 40, "head": "h" * 40, "device": real["device"], "passes": [first, second]}
     assert regression.main(["--replay", write(tmp_path, record)]) == 0
     assert "regression: PASS" in capsys.readouterr().out

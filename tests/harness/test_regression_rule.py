@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -150,7 +151,7 @@ def test_per_call_samples_widen_the_interval_by_their_spread():
 
 def test_the_same_record_gives_the_same_intervals():
     record = recorded.paired_record(FIRST, slowed(LARGE, 1.07))
-    assert rule.judge(record).as_dict() == rule.judge(json.loads(json.dumps(record))).as_dict()
+    assert asdict(rule.judge(record)) == asdict(rule.judge(json.loads(json.dumps(record))))
 
 
 def test_a_faster_result_is_called_faster_and_does_not_fail():
