@@ -18,7 +18,7 @@ import argparse
 import json
 import sys
 
-from harness.core import command_output, exits, gate_record, gpu_state, gpu_types, kernel_source, schema
+from harness.core import command_output, exits, gate_record, gpu_state, kernel_source, policy, schema
 from harness.core import markdown as md
 from harness.gate import decision
 from harness.gate.table import markdown, table
@@ -88,7 +88,7 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     args.gpu = None
     if args.gpu_type is not None:
         try:
-            args.gpu = gpu_types.named(args.gpu_type)
+            args.gpu = policy.gpu_type(args.gpu_type)
         except ValueError as error:
             parser.error(f"--gpu-type: {error}")
     if args.threshold is None:
