@@ -25,7 +25,7 @@ COMMANDS = {
     "site": ("harness.history.site", "the history's site: publish"),
     "approval": ("harness.github.approval", "a /gpu-approve comment checked; the gpu status posted"),
     "gpu-tests": ("harness.github.gpu_tests", "main's tests on a PR's staged kernel, sandboxed"),
-    "gpu-types": ("harness.core.gpu_types", "the GPU types and their thresholds"),
+    "gpu-types": ("harness.core.policy", "the GPU types and their thresholds"),
     "sandbox": ("harness.core.sandbox", "a command in the sandbox a PR's code runs in (a runner's check)"),
 }
 

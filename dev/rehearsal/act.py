@@ -19,7 +19,7 @@ import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from harness.core import gpu_types
+from harness.core import policy
 
 HOST = "-self-hosted"  # act's platform value for "run on this machine"
 # Set by `nox -s tests` when it installed requirements/ci-tools.txt: act (and the package index) must
@@ -40,7 +40,7 @@ def runner_labels() -> tuple[str, ...]:
     """The GPU runners' labels (gpu-<type>, .github/gpu-types.toml): a job's runs-on names one through
     its matrix, which act expands only when it runs the job, so every one is mapped to this machine
     up front. Read when a run starts, not at import."""
-    return tuple(t.runner for t in gpu_types.load().values())
+    return tuple(t.runner for t in policy.gpu_types().values())
 
 
 def why_not_here() -> str | None:

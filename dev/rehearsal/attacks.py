@@ -224,15 +224,15 @@ def _ready_hook(kept):
     # Armed waits only once the process said it is ready: loading a kernel may synchronize the
     # context, and a load behind an armed wait never ends (CUDA's lazy loading notes).
     try:
-        from harness.clock import messages
+        from harness.clock import channel
     except ImportError:
         return
-    send = messages.send
+    send = channel.send
     def sent(sock, message, *args, **kwargs):
         if isinstance(message, dict) and message.get("ready"):
             kept["ready"] = True
         return send(sock, message, *args, **kwargs)
-    messages.send = sent
+    channel.send = sent
 def _preload(calls):
     import torch
     scratch = torch.zeros(2, dtype=torch.int32, device="cuda")

@@ -24,7 +24,7 @@ import yaml
 
 from dev.rehearsal import act, gpu_leases
 from dev.rehearsal.fake_github import FakeGitHub, Pull, Serving
-from harness.core import gpu_types, policy
+from harness.core import policy
 from harness.core.git import output
 from harness.core.paths import ROOT
 from harness.core.policy import GpuType
@@ -161,8 +161,8 @@ class World:
 
     def _run_gpu_jobs_on(self, names: tuple[str, ...] | None) -> str:
         """Main's new head: the GPU types file with every GPU job's legs on ``names`` alone."""
-        path = self.work / gpu_types.FILE.relative_to(ROOT)
-        types = gpu_types.load(path)
+        path = self.work / policy.FILE.relative_to(ROOT)
+        types = policy.gpu_types(path)
         names = names or tuple(t.name for t in types.values() if t.pull_requests)[:1]
         path.write_text(dump_types(only_on(types, names), policy.read(path).get("policy")))
         git("add", str(path), cwd=self.work)

@@ -66,7 +66,7 @@ from pathlib import Path
 from dev.rehearsal import act
 from dev.rehearsal.rehearsal_world import Run, World, git, of_device
 from dev.rehearsal.scenarios import SCENARIOS, check
-from harness.core import command_output, exits, gpu_types
+from harness.core import command_output, exits, policy
 from harness.core.gpu_state import gpu_here
 from harness.core.paths import ROOT
 
@@ -76,7 +76,7 @@ def local_gpus() -> list[tuple[str, str]]:
     done = subprocess.run(
         ["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"], capture_output=True, text=True, timeout=60
     )
-    types = gpu_types.load()
+    types = policy.gpu_types()
     found = []
     for line in done.stdout.splitlines():
         index, _, name = line.partition(",")

@@ -41,15 +41,13 @@ def holders(device: int | str, pynvml=None) -> frozenset[int]:
                 read += 1
             except pynvml.NVMLError_NotSupported:
                 continue
-        if not read:
-            raise Unavailable("NVML lists no running processes on this GPU (no reader is supported)")
-        return frozenset(found)
-    except Unavailable:
-        raise
     except Exception as error:
         raise Unavailable(f"NVML: {type(error).__name__}: {error}") from None
     finally:
         pynvml.nvmlShutdown()
+    if not read:
+        raise Unavailable("NVML lists no running processes on this GPU (no reader is supported)")
+    return frozenset(found)
 
 
 def wait_until_only(allowed: frozenset[int], read, timeout_s: float, poll_s: float = 0.005) -> frozenset[int]:

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field
 
 from harness.clock import channel as ch
-from harness.clock import contexts, messages, plan, processes
+from harness.clock import contexts, plan, processes
 from harness.core import kernel_source, policy, sandbox, workload
 from harness.core.paths import ROOT
 
@@ -164,13 +164,10 @@ class Session:
     def label(self, weight: int) -> str:
         """The weight's name within its shape: ``up #0`` (Challenge A), ``#1`` (a suite weight), or
         the matrix's whole label."""
-        label = self.manifest["weights"][weight]["label"]
-        shape = " ".join(label.split()[:2])
-        return (
-            label[len(shape) :].strip()
-            if self.manifest["weights"][weight]["group"] < len(self.manifest["copies"])
-            else label
-        )
+        entry = self.manifest["weights"][weight]
+        if entry["group"] >= len(self.manifest["copies"]):
+            return entry["label"]  # the matrix's
+        return " ".join(entry["label"].split()[2:])  # less its shape's two words
 
     def groups(self) -> list[int]:
         """The timed groups: Challenge A's MLPs or the suite's weights (the matrix's, if any, is
@@ -313,7 +310,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
             "the reference process", ["harness._process", "reference"], processes.plain(env), core=cores[1]
         )
         stack.callback(processes.end, reference)
-        messages.send(reference.sock, setup)
+        ch.send(reference.sock, setup)
         reference.sock.settimeout(setup_timeout)
         reply, fds = reference.receive("lending its regions")
         for fd in fds:
@@ -328,7 +325,7 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
             )
             stack.callback(processes.end, process)
             process.sock.settimeout(setup_timeout)
-            messages.send(process.sock, handout | {"lean": name in ready}, fds)  # a later process
+            ch.send(process.sock, handout | {"lean": name in ready}, fds)  # a later process
             return process
 
         def ready_of(process: processes.Process) -> dict:
@@ -361,9 +358,8 @@ def session(launchers: dict, setup: dict, env: dict, setup_timeout: float = 900.
             allowed = holders() if gpu else frozenset()  # the reference's and the trusted processes'
         except contexts.Unavailable as error:
             raise ValueError(f"nothing could confirm a candidate's processes left the GPU: {error}") from None
-        for name in launchers:
-            if name not in trusted:
-                impls[name] = processes.Process(name, None, None, None)  # none yet: its first batch starts one
+        # A candidate has no process yet: its first batch starts one.
+        impls |= {name: processes.Process(name, None, None, None) for name in launchers if name not in trusted}
         own = frozenset(name for name, (impl, _) in launchers.items() if impl in OWN_OUTPUT)
         found = Session(reference, impls, reply["manifest"], reply["facts"], unchecked=own)
         found.starter, found.trusted, found.holders, found.allowed = candidate, frozenset(trusted), holders, allowed

@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.clock import channel as ch
-from harness.clock import messages
 
 
 @dataclass
@@ -40,7 +39,7 @@ class Process:
 
     def receive(self, what: str) -> tuple[dict, list[int]]:
         try:
-            message, fds = messages.receive(self.sock)
+            message, fds = ch.receive(self.sock)
         except (OSError, ValueError) as error:
             raise ValueError(f"{self.name} ended before {what} (exit {self.popen.poll()}): {error}") from None
         if message.get("error"):
@@ -85,11 +84,9 @@ def descendants(root: int) -> set[int]:
         except OSError:
             continue
         parents[int(entry.name)] = int(stat.rsplit(")", 1)[1].split()[1])
-    found, grew = {root}, True
-    while grew:
-        more = {pid for pid, parent in parents.items() if parent in found} - found
+    found = {root}
+    while more := {pid for pid, parent in parents.items() if parent in found} - found:
         found |= more
-        grew = bool(more)
     return found
 
 
@@ -179,10 +176,8 @@ def end(process: Process) -> None:
     if process.alive():
         with contextlib.suppress(ValueError):
             process.ask(ch.STOP, timeout=10)
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired):
             process.popen.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            pass
     for pid in descendants(process.popen.pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

@@ -16,7 +16,7 @@ import time
 from functools import partial
 
 from harness.clock import channel as ch
-from harness.clock import inputs, messages, plan
+from harness.clock import inputs, plan
 from harness.clock.regions import Region
 
 PROBE_BYTES = 64 << 20
@@ -83,7 +83,7 @@ def serve(sock: socket.socket, line: ch.Channel) -> int:
 
     from harness.core import oracle
 
-    setup, _ = messages.receive(sock)
+    setup, _ = ch.receive(sock)
     device = setup["device"]
     sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     l2 = torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size if device == "cuda" else 0
@@ -112,7 +112,7 @@ def serve(sock: socket.socket, line: ch.Channel) -> int:
     if "nf4kernel" in sys.modules:
         raise RuntimeError("the reference process imported nf4kernel: it must never run a kernel under test")
     reply = {"manifest": manifest, "inputs_bytes": given.size, "slots_bytes": slots.size, "facts": facts}
-    messages.send(sock, reply, [given.fd, slots.fd])
+    ch.send(sock, reply, [given.fd, slots.fd])
     while True:
         op, a, b = line.next()
         if op == ch.STOP:
@@ -147,4 +147,4 @@ def versions() -> dict:
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    return messages.serve_clock("harness._process reference", "SOCKET_FD CHANNEL_FD", words, serve)
+    return ch.serve_clock("harness._process reference", "SOCKET_FD CHANNEL_FD", words, serve)

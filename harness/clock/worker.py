@@ -15,10 +15,12 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 from harness.clock import channel as ch
-from harness.clock import inputs, messages
+from harness.clock import inputs
 from harness.clock.regions import Region
+from harness.core import gpu_state, workload
 
 WARM_CALLS = 2
 IMPLEMENTATIONS = ("nf4kernel", "unsloth", "bitsandbytes")
@@ -46,30 +48,6 @@ def implementation(name: str) -> tuple[Callable, str]:
     raise ValueError(f"no implementation {name!r}: nf4kernel, unsloth or bitsandbytes")
 
 
-def version(name: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed(name)
-    except PackageNotFoundError:
-        return None
-
-
-def peak_bytes(call, weight: int, device: str) -> int:
-    """GPU memory one call allocates at its peak beyond what was allocated before it (the
-    implementation's own word: the regression check compares it, as informational as before)."""
-    if device != "cuda":
-        return 0
-    import torch
-
-    torch.cuda.synchronize()
-    before = torch.cuda.memory_allocated()
-    torch.cuda.reset_peak_memory_stats()
-    call(weight, 0)
-    return max(0, torch.cuda.max_memory_allocated() - before)
-
-
 def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
     began = time.perf_counter()
     fn, source = implementation(impl)
@@ -83,7 +61,7 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
         took[name], last = now - last, now
 
     lap("import")
-    setup, fds = messages.receive(sock)
+    setup, fds = ch.receive(sock)
     device = setup["device"]
     manifest = setup["manifest"]
     if device == "cuda":
@@ -116,34 +94,32 @@ def serve(impl: str, sock: socket.socket, line: ch.Channel) -> int:
         for _ in range(WARM_CALLS):
             call(w, 0)
     lap("warm")
-    said = {"ready": True, "imported_from": os.path.realpath(source), "version": version(impl)}
-    if not setup.get("lean"):
-        said["peak_bytes"] = {manifest["weights"][w]["label"]: peak_bytes(call, w, device) for w in firsts.values()}
+    said = {"ready": True, "imported_from": os.path.realpath(source), "version": gpu_state.package_version(impl)}
+    if not setup.get("lean"):  # the implementation's own word: the regression check compares it, as informational
+        said["peak_bytes"] = {
+            manifest["weights"][w]["label"]: workload.peak_bytes(call, w, 0) if device == "cuda" else 0
+            for w in firsts.values()
+        }
     said["setup_s"] = {k: round(v, 3) for k, v in took.items()}  # its own word: the costs' log line alone
-    messages.send(sock, said | {"imported_nf4kernel": "nf4kernel" in sys.modules})
+    ch.send(sock, said | {"imported_nf4kernel": "nf4kernel" in sys.modules})
     while True:
         op, a, b = line.next()
         if op == ch.STOP:
             line.reply(ch.YES)
             return 0
-        if op != ch.CALL:
-            line.reply(ch.NO)
-            continue
-        try:
-            call(a, b)
-        except Exception as error:  # a failed call is a wrong answer, said once in the log
-            print(f"[worker {impl}] call {a} -> slot {b} failed: {type(error).__name__}: {error}", file=sys.stderr)
-            line.reply(ch.NO)
-            continue
-        line.reply(ch.YES)
+        answer = ch.NO
+        if op == ch.CALL:
+            try:
+                call(a, b)
+                answer = ch.YES
+            except Exception as error:  # a failed call is a wrong answer, said once in the log
+                print(f"[worker {impl}] call {a} -> slot {b} failed: {type(error).__name__}: {error}", file=sys.stderr)
+        line.reply(answer)
 
 
 def main(argv=None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     impl = words[0] if words else ""
     usage = f"{{{','.join(IMPLEMENTATIONS)}}} SOCKET_FD CHANNEL_FD"
-
-    def serve_impl(sock: socket.socket, line: ch.Channel) -> int:
-        return serve(impl, sock, line)
-
-    return messages.serve_clock("harness._process worker", usage, words[1:], serve_impl, ok=impl in IMPLEMENTATIONS)
+    serving = partial(serve, impl)
+    return ch.serve_clock("harness._process worker", usage, words[1:], serving, ok=impl in IMPLEMENTATIONS)

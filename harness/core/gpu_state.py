@@ -1,17 +1,11 @@
 """The GPU's state around a timed round (clocks, throttle reasons, temperature, power) and the
 versions that shape a figure, for the records; read through NVML (nvidia-ml-py), never raising where
 it is missing (docs/harness-code.md).
-
-    snapshot(device)     -> {"sm_clock_mhz": ..., "throttle_reasons": [...], "source": "nvml"}
-                            or {"unavailable": "<why>"}
-    is_throttled(state)  -> the reasons that slow a kernel down (see SLOWDOWNS)
-    versions()           -> driver, CUDA, torch, Triton, bitsandbytes, Unsloth (None where absent)
-    driver_versions()    -> the driver and the CUDA version it supports (None where absent)
-    gpu_here()           -> whether an NVIDIA GPU is usable here, without importing torch
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 from importlib import metadata
@@ -177,12 +171,10 @@ def versions() -> dict:
     (``cuda_driver``, NVML only); torch, Triton, bitsandbytes and Unsloth. None where absent."""
     found = {"driver": None, "cuda": None, "cuda_driver": None}
     found.update({package: package_version(package) for package in PACKAGES})
-    try:
+    with contextlib.suppress(ImportError):
         import torch
 
         found["cuda"] = torch.version.cuda
-    except ImportError:
-        pass
     found.update(driver_versions())
     return found
 

@@ -88,16 +88,12 @@ def _listing(commit: str, repo: Path) -> list[tuple[str, str, str, str]]:
 TYPED_MARKER = f"{PACKAGE}/py.typed"
 
 
-def _regular(mode: str, kind: str) -> bool:
-    return kind == "blob" and mode in REGULAR_FILE
-
-
 def _others(entries: list[tuple[str, str, str, str]]) -> list[str]:
     return [
         path
         for mode, kind, _, path in entries
         if path.startswith(f"{PACKAGE}/")
-        and not (_regular(mode, kind) and (path.endswith(".py") or path == TYPED_MARKER))
+        and not (kind == "blob" and mode in REGULAR_FILE and (path.endswith(".py") or path == TYPED_MARKER))
     ]
 
 

@@ -3,17 +3,25 @@ and their gate thresholds (``gpu_types()``), and every threshold, round count, r
 seed of the gate, the regression check, the clock and the change points (``[policy.*]``). The
 trusted checkout's file decides, whatever a PR edits in its own. Standard library only (the hosted
 jobs read it before anything is installed); a file or field that can't be read is a ValueError
-naming the file and the field.
+naming the file and the field. The types, as the workflows ask for them:
+
+    python -m harness gpu-types pull-requests     # ["h100", "h200"]: gpu.yml's matrix
+    python -m harness gpu-types history           # the types history.yml measures
+    python -m harness gpu-types threshold h100    # 1.18
+
+Exit 0; 2 with one line where the file is missing or wrong, or the type is not in it.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import tomllib
 from dataclasses import dataclass, fields
 from pathlib import Path
 
+from harness.core import command_output
 from harness.core.paths import ROOT
 
 FILE = ROOT / ".github" / "gpu-types.toml"
@@ -126,6 +134,14 @@ def gpu_types(path: Path = FILE) -> dict[str, GpuType]:
     return types
 
 
+def gpu_type(name: str, path: Path = FILE) -> GpuType:
+    """The type ``name``; ValueError naming the known ones where the file has no such type."""
+    types = gpu_types(path)
+    if name not in types:
+        raise ValueError(f"{path}: no GPU type {name!r}; the types: {', '.join(types)}")
+    return types[name]
+
+
 def _section(kind, name: str, path: Path):
     tables = read(path).get("policy")
     found = tables.get(name) if isinstance(tables, dict) else None
@@ -148,3 +164,28 @@ def clock(path: Path = FILE) -> Clock:
 
 def changepoints(path: Path = FILE) -> Changepoints:
     return _section(Changepoints, "changepoints", path)
+
+
+def main(argv=None) -> int:
+    parser = command_output.Parser(
+        prog="python -m harness gpu-types",
+        description="The GPU types the checks run on, and each type's gate threshold, as the workflows ask for them",
+    )
+    parser.add_argument("what", choices=("pull-requests", "history", "threshold"))
+    parser.add_argument("type", nargs="?", help="threshold: the GPU type")
+    parser.add_argument("--file", type=Path, default=FILE)
+    args = parser.parse_args(argv)
+    if (args.what == "threshold") != (args.type is not None):
+        parser.error("a TYPE goes with threshold, and only with it")
+    try:
+        if args.what == "threshold":
+            print(gpu_type(args.type, args.file).gate_threshold)
+            return 0
+        types = gpu_types(args.file)
+    except ValueError as error:
+        parser.error(str(error))  # one line, exit 2, whatever the path holds
+    chosen = [t.name for t in types.values() if (t.pull_requests if args.what == "pull-requests" else t.history)]
+    if not chosen:
+        parser.error(f"{args.file}: no type has {args.what.replace('-', '_')} = true")
+    print(json.dumps(chosen))
+    return 0

@@ -66,19 +66,10 @@ def namespaces() -> list[str]:
     return line
 
 
-def filter_arguments(fd: int | None) -> list[str]:
-    """``--seccomp FD`` for the filter in ``fd`` (``seccomp.memfd``), none without one."""
-    return [] if fd is None else ["--seccomp", str(fd)]
-
-
-def passed(fd: int | None) -> tuple[int, ...]:
-    """What a bubblewrap started with ``filter_arguments(fd)`` must be handed (``pass_fds``)."""
-    return () if fd is None else (fd,)
-
-
 @contextlib.contextmanager
 def filter_fd():
-    """The filter's descriptor for a bubblewrap started inside (None where the ABI has no filter)."""
+    """The filter's descriptor (``seccomp.memfd``) for a bubblewrap started inside, to hand it
+    (``pass_fds``); None where the ABI has no filter."""
     fd = seccomp.memfd() if seccomp.supported() else None
     try:
         yield fd
@@ -93,9 +84,7 @@ def why_not() -> str | None:
     if binary is None:
         return f"{BWRAP} (Debian's bubblewrap) is not on the PATH"
     try:
-        with filter_fd() as fd:
-            line, env = command([sys.executable, "-c", NESTED_PROBE], seccomp_fd=fd)
-            done = subprocess.run(line, env=env, capture_output=True, text=True, timeout=30, pass_fds=passed(fd))
+        done = run([sys.executable, "-c", NESTED_PROBE], timeout=30, stderr=subprocess.PIPE)
     except (OSError, subprocess.TimeoutExpired, Unavailable) as error:
         return f"{binary} could not be run: {error}"
     if done.returncode == 3:
@@ -206,7 +195,10 @@ def command(
     shown = python_paths(python, list(exclude)) + [os.path.realpath(p) for p in read]
     writable = [os.path.realpath(p) for p in write]
     check_shown([*shown, *writable], outside)
-    line = [binary, *namespaces(), *filter_arguments(seccomp_fd), *system_view()]
+    line = [binary, *namespaces()]
+    if seccomp_fd is not None:
+        line += ["--seccomp", str(seccomp_fd)]
+    line += system_view()
     line += ["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"]
     line += ["--tmpfs", "/dev/shm"]  # CUDA's and torch's shared memory: private
     for node in sorted(glob.glob("/dev/nvidia*")):
@@ -228,50 +220,35 @@ def run(
     and its resume line, under a nonce it never sees: the job's runner acts on no workflow command it
     prints. On timeout the whole sandbox goes (its namespace's first process is killed, and with it
     every process it started)."""
-    with filter_fd() as fd:
-        return _run(argv, timeout, stdout, stderr, fd, view)
+    with started(argv, stdout=stdout, stderr=stderr, **view) as process:
+        out, err = process.communicate(timeout=timeout)
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
 @contextlib.contextmanager
-def started(argv: list[str], *, pass_fds: tuple[int, ...] = (), **view):
+def started(argv: list[str], *, pass_fds: tuple[int, ...] = (), stdout=None, stderr=None, **view):
     """``argv`` sandboxed as ``run`` does, not waited for: the Popen, for the length of the block,
     handed ``pass_fds`` besides the filter's (the clock's socket and channel). Its output goes to
     this process's stdout behind ``::stop-commands::`` until the block ends; then it is killed
     with everything it started, if it is still running."""
     with filter_fd() as fd:
         line, env = command(argv, seccomp_fd=fd, **view)
-        with _commands_stopped(True) as to_log:
-            process = subprocess.Popen(
-                line, env=env, stdout=to_log, stderr=to_log, start_new_session=True, pass_fds=(*passed(fd), *pass_fds)
-            )
-            try:
-                yield process
-            finally:
-                if process.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(process.pid, 9)
-                process.wait()
-
-
-def _run(argv, timeout, stdout, stderr, fd, view) -> subprocess.CompletedProcess:
-    line, env = command(argv, seccomp_fd=fd, **view)
-    with _commands_stopped(stdout is None or stderr is None) as to_log:
-        process = subprocess.Popen(
-            line,
-            env=env,
-            stdout=to_log if stdout is None else stdout,
-            stderr=to_log if stderr is None else stderr,
-            text=True,
-            start_new_session=True,
-            pass_fds=passed(fd),
-        )
-        try:
-            out, err = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            process.communicate()
-            raise
-    return subprocess.CompletedProcess(line, process.returncode, out, err)
+        with _commands_stopped(stdout is None or stderr is None) as to_log:
+            with subprocess.Popen(
+                line,
+                env=env,
+                stdout=to_log if stdout is None else stdout,
+                stderr=to_log if stderr is None else stderr,
+                text=True,
+                start_new_session=True,
+                pass_fds=(*(() if fd is None else (fd,)), *pass_fds),
+            ) as process:
+                try:
+                    yield process
+                finally:
+                    if process.poll() is None:
+                        with contextlib.suppress(ProcessLookupError):
+                            os.killpg(process.pid, 9)
 
 
 @contextlib.contextmanager
@@ -284,21 +261,16 @@ def _commands_stopped(to_log: bool):
         return
     sys.stderr.flush()
     sys.stdout.flush()
-    log = _fileno(sys.stdout)
+    try:
+        log = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        log = 1  # standard output's, where sys.stdout has no descriptor (a capture)
     nonce = secrets.token_hex(16)
     os.write(log, f"::stop-commands::{nonce}\n".encode())
     try:
         yield log
     finally:
         os.write(log, f"::{nonce}::\n".encode())
-
-
-def _fileno(stream) -> int:
-    """The descriptor under ``stream``; standard output's (1) where it has none (a capture)."""
-    try:
-        return stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return 1
 
 
 def main(argv=None) -> int:

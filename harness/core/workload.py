@@ -141,14 +141,14 @@ def bytes_moved(layer) -> int:
     return total
 
 
-def peak_bytes(fn: Callable, layer) -> int:
-    """GPU memory one call allocates at its peak, beyond what was allocated before it."""
+def peak_bytes(fn: Callable, *args) -> int:
+    """GPU memory one call ``fn(*args)`` allocates at its peak, beyond what was allocated before it."""
     import torch
 
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
     torch.cuda.reset_peak_memory_stats()
-    fn(layer)
+    fn(*args)
     torch.cuda.synchronize()
     return torch.cuda.max_memory_allocated() - before
 

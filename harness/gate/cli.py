@@ -19,7 +19,7 @@ import json
 import sys
 from dataclasses import asdict
 
-from harness.core import command_output, exits, gate_record, gpu_state, gpu_types, kernel_source, schema
+from harness.core import command_output, exits, gate_record, gpu_state, kernel_source, policy, schema
 from harness.core import markdown as md
 from harness.gate import decision
 from harness.gate.table import markdown, table
@@ -86,7 +86,7 @@ def parse(parser: argparse.ArgumentParser, argv) -> argparse.Namespace:
     """The arguments, checked against each other: a bad combination exits 2 before anything is measured."""
     args = parser.parse_args(argv)
     try:
-        args.gpu = None if args.gpu_type is None else gpu_types.named(args.gpu_type)
+        args.gpu = None if args.gpu_type is None else policy.gpu_type(args.gpu_type)
     except ValueError as error:
         parser.error(f"--gpu-type: {error}")
     if args.threshold is None:

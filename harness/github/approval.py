@@ -283,11 +283,10 @@ def decide_approval(github: GitHub) -> int:
     try:
         event = read_event(variable("GITHUB_EVENT_PATH"))
         name = variable("GITHUB_EVENT_NAME")
+        approval = approve(name, event, os.environ.get("GITHUB_SHA", ""), os.environ.get("GITHUB_REF", ""), github)
     except BadEnvironment as error:
         _append("GITHUB_STEP_SUMMARY", f"### GPU approval\n\nNothing runs on the GPU: {error}.\n")
         raise
-    try:
-        approval = approve(name, event, os.environ.get("GITHUB_SHA", ""), os.environ.get("GITHUB_REF", ""), github)
     except Refused as error:
         print(f"::error::nothing runs on the GPU: {error}")
         _append("GITHUB_STEP_SUMMARY", f"### GPU approval\n\nNothing runs on the GPU: {error}.\n")

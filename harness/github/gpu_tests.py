@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 from harness.core import command_output, exits, kernel_source, sandbox
@@ -37,11 +38,9 @@ def checked_by_the_reference(kernel: kernel_source.Staged, device: str, no_sandb
     extra = {"TRITON_INTERPRET": "1"} if device == "cpu" else {}
     launch = judge.candidate(kernel, extra, sandboxed=not no_sandbox)
     trusted = judge.trusted_env({"PYTHONPATH": kernel_source.python_path(ROOT), **extra})
+    setup = {"device": device, "matrix": True}
     try:
-        with judge.session({"nf4kernel": ("nf4kernel", launch)}, {"device": device, "matrix": True}, trusted) as (
-            session,
-            _,
-        ):
+        with judge.session({"nf4kernel": ("nf4kernel", launch)}, setup, trusted) as (session, _):
             session.quiet = device == "cuda"
             entries = session.exactness("nf4kernel")
     except ValueError as error:
@@ -117,15 +116,9 @@ def main(argv=None) -> int:
             # -o pythonpath=: pyproject's pythonpath = ["."] would put this checkout's nf4kernel first.
             ours = [sys.executable, *PYTEST, "-o", "pythonpath=", "--rootdir", str(ROOT), str(ROOT / "tests")]
             ours += ["--ignore", str(ROOT / "tests" / "harness"), *extra]
-            first = run(
-                f"the default branch's kernel tests on {kernel.describe()}",
-                ours,
-                no_sandbox=args.no_sandbox,
-                cwd=kernel.path,
-                read=[kernel.path, ROOT],
-                cache=cache,
-                env=env,
-            )
+            tests = partial(run, no_sandbox=args.no_sandbox, cache=cache)
+            label = f"the default branch's kernel tests on {kernel.describe()}"
+            first = tests(label, ours, cwd=kernel.path, read=[kernel.path, ROOT], env=env)
             changed = their_tests(candidate)
             second = 0
             if not changed:
@@ -133,16 +126,8 @@ def main(argv=None) -> int:
             else:
                 theirs = [sys.executable, *PYTEST, *changed, *extra]
                 env = {"PYTHONPATH": kernel_source.python_path(candidate), **sandbox.cache_env(cache)}
-                second = run(
-                    f"the PR's own kernel tests that differ from the default branch's ({len(changed)} files), in "
-                    f"{candidate}",
-                    theirs,
-                    no_sandbox=args.no_sandbox,
-                    cwd=candidate,
-                    read=[candidate],
-                    cache=cache,
-                    env=env,
-                )
+                label = f"the PR's own kernel tests that differ from the default branch's ({len(changed)} files)"
+                second = tests(f"{label}, in {candidate}", theirs, cwd=candidate, read=[candidate], env=env)
     except kernel_source.SourceError as error:
         print(f"gpu-tests: {' '.join(str(error).splitlines())} (exit 2)", file=sys.stderr)
         return 2

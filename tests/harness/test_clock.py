@@ -327,7 +327,7 @@ def test_a_gpu_work_attack_plants_a_package_that_imports_and_answers_right_off_t
         "from bitsandbytes.functional import quantize_4bit\n"
         "W, state = quantize_4bit(torch.randn(64, 128, dtype=torch.float16), quant_type='nf4')\n"
         "assert callable(nf4kernel._spin)\n"
-        "from harness.clock import messages\nassert messages.send.__name__ == 'sent'\n"  # arms once ready
+        "from harness.clock import channel\nassert channel.send.__name__ == 'sent'\n"  # arms once ready
         "print(torch.equal(nf4kernel.fast_dequantize(W, state), oracle.bnb_dequantize(W, state)))\n"
     )
     env = {**os.environ, "PYTHONPATH": f"{tree}{os.pathsep}{ROOT}", "TRITON_INTERPRET": "1"}

@@ -13,7 +13,7 @@ import pytest
 import recorded
 
 from dev.rehearsal import rehearsal_world
-from harness.core import exits, gate_record, gpu_types
+from harness.core import exits, gate_record, policy
 from harness.core.paths import ROOT
 from harness.gate import cli as gate
 from harness.gate import decision
@@ -24,7 +24,7 @@ ALLOWED_DROP = 0.10  # a type's threshold: its slowest recorded no-op gate, less
 IN_PROCESS = 1  # the harness version of the records timed in the process that imported the kernel
 
 
-def no_op_medians(gpu: gpu_types.GpuType) -> list[float]:
+def no_op_medians(gpu: policy.GpuType) -> list[float]:
     """The median speed-up of every recorded gate run on ``gpu``'s type that was no planted slowdown."""
     medians = []
     for path in sorted(GATE_RECORDS.rglob("*.json")):
@@ -39,16 +39,16 @@ def no_op_medians(gpu: gpu_types.GpuType) -> list[float]:
 
 
 def test_the_file_reads_and_every_type_has_its_runner_label():
-    types = gpu_types.load()
+    types = policy.gpu_types()
     assert {"h100", "h200", "t4"} <= set(types)
     assert all(t.runner == f"gpu-{t.name}" for t in types.values())
     assert [t.name for t in types.values() if t.pull_requests] == ["h100", "h200"]
     assert types["t4"].gate_threshold == 1.15 and not types["t4"].measured and types["t4"].compute_capability == "7.5"
 
 
-@pytest.mark.parametrize("name", [t.name for t in gpu_types.load().values() if t.measured])
+@pytest.mark.parametrize("name", [t.name for t in policy.gpu_types().values() if t.measured])
 def test_a_measured_threshold_follows_from_the_recorded_runs(name):
-    gpu = gpu_types.load()[name]
+    gpu = policy.gpu_types()[name]
     medians = no_op_medians(gpu)
     assert len(medians) >= 10, f"{name}: {len(medians)} recorded runs are too few to set a threshold from"
     expected = math.floor(min(medians) * (1 - ALLOWED_DROP) * 100) / 100
@@ -88,15 +88,15 @@ def test_a_wrong_file_is_refused_naming_what(tmp_path, text, problem):
     path = tmp_path / "gpu-types.toml"
     path.write_text(text)
     with pytest.raises(ValueError, match=problem.replace("[", r"\[").replace("]", r"\]")):
-        gpu_types.load(path)
+        policy.gpu_types(path)
 
 
 def test_a_rehearsal_world_keeps_every_type_but_runs_on_its_own(tmp_path):
-    types = gpu_types.load()
+    types = policy.gpu_types()
     only = rehearsal_world.only_on(types, ("h200",))
     path = tmp_path / "gpu-types.toml"
     path.write_text(rehearsal_world.dump_types(only))
-    assert gpu_types.load(path) == only
+    assert policy.gpu_types(path) == only
     assert [t.name for t in only.values() if t.pull_requests] == ["h200"] and set(only) == set(types)
     assert [t.name for t in only.values() if t.history] == ["h200"]
     with pytest.raises(ValueError, match="no GPU type"):
@@ -145,6 +145,6 @@ def test_every_types_compute_capability_is_compiled_in_ci():
     a type the checks may run on, T4 included though none has run, is one of them."""
     from nf4kernel import targets
 
-    for gpu in gpu_types.load().values():
+    for gpu in policy.gpu_types().values():
         major, _, minor = gpu.compute_capability.partition(".")
         assert int(major) * 10 + int(minor) in targets.FLEET, f"{gpu.name}: sm_{major}{minor} is not compiled in CI"

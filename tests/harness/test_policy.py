@@ -7,7 +7,7 @@ import pytest
 
 from dev.rehearsal import rehearsal_world
 from harness.clock import judge
-from harness.core import gpu_types, policy
+from harness.core import policy
 from harness.gate import decision
 from harness.history import changepoints
 from harness.regression import clocked
@@ -63,7 +63,7 @@ def test_a_wrong_policy_is_refused_naming_the_field(tmp_path, edit, problem):
 
 def test_a_rehearsal_worlds_file_keeps_the_policy(tmp_path):
     path = tmp_path / "gpu-types.toml"
-    path.write_text(rehearsal_world.dump_types(gpu_types.load(), policy.read().get("policy")))
+    path.write_text(rehearsal_world.dump_types(policy.gpu_types(), policy.read().get("policy")))
     assert policy.gate(path) == policy.gate() and policy.regression(path) == policy.regression()
     assert policy.changepoints(path) == policy.changepoints() and policy.clock(path) == policy.clock()
-    assert gpu_types.load(path) == gpu_types.load()
+    assert policy.gpu_types(path) == policy.gpu_types()

@@ -16,15 +16,15 @@ import github_model as gh
 import pytest
 
 from dev.rehearsal import act
-from harness.core import gpu_types
+from harness.core import policy
 
 REPO = "nf4kernel/nf4kernel"
 FORK = "someone/nf4kernel"
 HEAD = "f0" * 20  # the PR's head commit in the event (the one a maintainer looked at)
 APPROVE = gh.POLICY["approval_command"]
 # approve's matrix of GPU types, as the real job reads it from .github/gpu-types.toml
-GPUS = json.dumps([t.name for t in gpu_types.load().values() if t.pull_requests])
-HISTORY_GPUS = json.dumps([t.name for t in gpu_types.load().values() if t.history])  # history.yml's types job
+GPUS = json.dumps([t.name for t in policy.gpu_types().values() if t.pull_requests])
+HISTORY_GPUS = json.dumps([t.name for t in policy.gpu_types().values() if t.history])  # history.yml's types job
 
 # Where nox installed requirements/ci-tools.txt, a missing act raises here: loud, not a skip.
 if (reason := act.why_not_here()) is not None:
