@@ -247,14 +247,14 @@ def publish(session: nox.Session) -> None:
 def preview(session: nox.Session) -> None:
     """Serves the history site on http://127.0.0.1:8080; Ctrl-C or SIGTERM stops it (exit 0).
 
-    Exit 1 where no site is built yet. A person's tool, beside the harness (``tools/history_site.py``)."""
+    Exit 1 where no site is built yet. A person's tool, beside the harness (``tools/history.py``)."""
     install(session, "-r", HARNESS_REQUIREMENTS)
     # SIGTERM to nox alone (a service manager, `kill`) would end nox at once and leave the server
     # running. Taken as Ctrl-C, nox waits interrupt_timeout for the preview (which a terminal's Ctrl-C
     # reached too), then sends it SIGTERM, and waits terminate_timeout while it stops asv's server
     # (up to 10 s) before killing it: nox's defaults, 0.3 s and 0.2 s, kill it mid-stop.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    preview_args = ("python", "-m", "tools.history_site", "preview", *session.posargs)
+    preview_args = ("python", "-m", "tools.history", "preview", *session.posargs)
     run_keeping_exit_code(session, *preview_args, interrupt_timeout=1, terminate_timeout=20)
 
 

@@ -19,7 +19,6 @@ COMMANDS = {
     "regression": ("harness.regression.cli", "the regression check: HEAD's kernel against BASE's"),
     "bench": ("harness.history.bench", "the asv suite on this checkout, for the history"),
     "backfill": ("harness.history.backfill", "asv on earlier commits of main"),
-    "history": ("harness.history.store", "the history committed with the code, benchmarks/history/: store, list"),
     "results-branch": ("harness.history.results_branch", "the asv-results branch, append-only: fetch, store"),
     "changepoints": ("harness.history.changepoints", "main's history judged for change points"),
     "site": ("harness.history.site", "the history's site: publish"),

@@ -10,7 +10,7 @@ opened as a file, ``site_assets/needs-http.js`` says so.
 The runner builds it, ``python -m harness site publish``: exit 0, done; exit 1, failed, said in one
 line; exit 2, bad arguments (a --config that can't be read as asv's configuration), said in one line
 before anything runs. Re-fetching the vendored libraries and serving the built site are a person's,
-beside the harness: ``python -m tools.history_site vendor`` and ``preview``.
+beside the harness: ``python -m tools.history vendor`` and ``preview``.
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def check_assets() -> None:
     for entry in lock()["files"]:
         path = ASSETS / entry["local"]
         if not path.is_file():
-            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m tools.history_site vendor`")
+            raise ValueError(f"site assets: {entry['local']} is missing; run `python -m tools.history vendor`")
         if sri(path.read_bytes()) != entry["sri"]:
             raise ValueError(f"site assets: {entry['local']} does not match its pinned hash in {LOCK.name}")
 

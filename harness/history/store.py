@@ -1,22 +1,18 @@
 """The GPU performance history committed with the code: ``benchmarks/history/``, GPU machines only.
-
 Every harness command that runs or publishes asv first *seeds* ``.asv/results`` from it; ``store``
-copies a GPU machine's new results back, to be committed; ``list`` says what it holds. Both merge by
-``result_merge.py``'s rules (docs/performance-history.md, "The store's guarantees").
-
-Exit 0 done; 1 nothing to store (no such machine, no GPU, or a file that isn't asv's); 2 bad
-arguments, or a ``--config`` that is no asv configuration.
+copies a GPU machine's new results back, to be committed (``bench --store``, ``backfill --store``,
+``python -m tools.history store``). Both merge by ``result_merge.py``'s rules (docs/performance-history.md,
+"The store's guarantees").
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from harness.core import asv_files, command_output
+from harness.core import asv_files
 from harness.history import result_merge
-from harness.history.asvrun import ROOT, ConfigError, add_config, results_dir
-from harness.history.result_merge import gpu_machines, is_gpu_machine
+from harness.history.asvrun import ROOT
+from harness.history.result_merge import is_gpu_machine
 
 STORE = ROOT / "benchmarks" / "history"
 
@@ -79,33 +75,3 @@ def store_and_say(results_dir: Path, machine: str, who: str) -> bool:
 def commits(machine_dir: Path) -> list[str]:
     paths = [path for path in machine_dir.glob("*.json") if path.name != "machine.json"]
     return sorted(asv_files.read_asv_result(path)["commit_hash"] for path in paths)
-
-
-def main(argv=None) -> int:
-    parser = command_output.Parser(prog="python -m harness history", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
-    store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
-    store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")
-    add_config(store_cmd)
-    list_cmd = commands.add_parser("list", help="the machines and commits in benchmarks/history")
-    for sub in (store_cmd, list_cmd):
-        sub.add_argument("--history", type=Path, default=STORE, help="the history's folder (benchmarks/history)")
-    args = parser.parse_args(argv)
-    try:
-        if args.command == "list":
-            for machine_dir in sorted(p for p in args.history.iterdir() if p.is_dir()):
-                print(f"{machine_dir.name}: {len(commits(machine_dir))} commits")
-            return 0
-        try:
-            results = results_dir(args.config)
-        except ConfigError as error:
-            parser.error(f"--config {error}")
-        machines = [args.machine] if args.machine else gpu_machines(results)
-        if not machines:
-            raise ValueError(f"no GPU machine's results in {label(results)}: nothing to store")
-        for machine in machines:
-            say(f"{machine}: {store(results, machine, args.history)} result files in {label(args.history)}")
-    except (OSError, ValueError) as error:  # a truncated or foreign file is one line, naming it
-        print(f"history: {error}", file=sys.stderr)
-        return 1
-    return 0

@@ -43,7 +43,8 @@ from harness import __main__ as program
 from harness.core import asv_files, gate_record, gpu_state, regression_record, schema
 from harness.github import approval
 from harness.regression import clocked
-from tools import history_site, pins
+from tools import history as history_tools
+from tools import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 HISTORY = ROOT / "benchmarks" / "history" / "h200"
@@ -469,19 +470,23 @@ def test_approval_on_any_event_and_any_answer_approves_or_refuses(event_changes,
 
 @pytest.fixture
 def nothing_served_published_or_fetched(monkeypatch):
-    """The site's commands with valid arguments would serve until stopped, run asv publish for
-    minutes or fetch from npm: here each is a stand-in, and what is tried is the arguments' checking."""
+    """The site's and the history's commands with valid arguments would serve until stopped, run asv
+    publish for minutes, fetch from npm or write the committed history: here each is a stand-in, and
+    what is tried is the arguments' checking."""
     from harness.history import site
 
-    monkeypatch.setattr(history_site, "serve", lambda command, **kwargs: 0)
+    monkeypatch.setattr(history_tools, "serve", lambda command, **kwargs: 0)
     monkeypatch.setattr(site, "publish", lambda config="asv.conf.json": Path(config).parent)
-    monkeypatch.setattr(history_site, "vendor", lambda update=False: None)
+    monkeypatch.setattr(history_tools, "vendor", lambda update=False: None)
+    monkeypatch.setattr(history_tools.store, "store", lambda results, machine, history: 0)  # never into the repo
     return site
 
 
 SITE_ARGUMENTS = st.tuples(
-    st.sampled_from(["publish", "preview", "vendor"]) | ARGUMENT,
-    st.lists(st.tuples(st.sampled_from(["--config", "--port", "--update"]), ARGUMENT), max_size=3),
+    st.sampled_from(["publish", "preview", "vendor", "store", "list"]) | ARGUMENT,
+    st.lists(
+        st.tuples(st.sampled_from(["--config", "--port", "--update", "--machine", "--history"]), ARGUMENT), max_size=3
+    ),
 ).map(lambda both: [both[0], *[word for pair in both[1] for word in pair]])
 
 
@@ -502,10 +507,12 @@ def test_the_site_given_any_arguments_answers_with_an_exit_code(nothing_served_p
 @example(argv=["preview", "--port", "1e400"])
 @example(argv=["preview", "--config", "."])
 @example(argv=["preview", "--config", "\udcff"])
+@example(argv=["list", "--history", "/nonexistent/x"])
+@example(argv=["store", "--config", "README.md"])
 def test_the_sites_tools_given_any_arguments_answer_with_an_exit_code(
     nothing_served_published_or_fetched, workdir, argv
 ):
-    code, out, err = run(history_site.main, argv)
+    code, out, err = run(history_tools.main, argv)
     assert code in {0, 1, 2} and "Traceback" not in out + err, (argv, code, out, err)
     if code == 2:
         assert len(err.splitlines()) == 1, err

@@ -2,7 +2,7 @@
 wrong name or a verdict they could not support: each now answers in one line with its documented
 exit code (random and hostile argument lists for the same programs: test_any_input.py).
 
-* ``python -m tools.history_site preview --port 99999``: exit 2, one line (was a 27-line
+* ``python -m tools.history preview --port 99999``: exit 2, one line (was a 27-line
   OverflowError traceback); a --config that is no asv configuration likewise, there and in
   ``python -m harness site publish``.
 * ``python -m nf4kernel.targets 999``: exit 2, one line, before anything is compiled (was an LLVM
@@ -31,7 +31,8 @@ import recorded
 from dev.rehearsal import act_ci
 from harness.history import site
 from harness.regression import cli as regression
-from tools import history_site, pins
+from tools import history as history_tools
+from tools import pins
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,21 +52,21 @@ def one_line(text: str) -> str:
     return text.strip()
 
 
-# --- harness.history.site, tools.history_site -----------------------------------------------------------
+# --- harness.history.site, tools.history -----------------------------------------------------------
 
 
 @pytest.mark.parametrize("port", ["99999", "65536", "0", "-1", "80x", "1e400"])
 def test_site_preview_refuses_a_port_no_server_can_listen_on_in_one_line(port):
-    code, out, err = run(history_site.main, ["preview", "--port", port])
+    code, out, err = run(history_tools.main, ["preview", "--port", port])
     assert code == 2 and not out
-    assert one_line(err).startswith("python -m tools.history_site preview: error: argument --port: ")
+    assert one_line(err).startswith("python -m tools.history preview: error: argument --port: ")
 
 
 @pytest.mark.parametrize("config", ["no-such.json", "README.md", ".", "tests/fixtures"])
 def test_site_refuses_a_config_that_is_no_asv_configuration_in_one_line(config):
     for main, prog, command in (
         (site.main, "python -m harness site", "publish"),
-        (history_site.main, "python -m tools.history_site", "preview"),
+        (history_tools.main, "python -m tools.history", "preview"),
     ):
         code, out, err = run(main, [command, "--config", config])
         assert code == 2 and not out
@@ -79,8 +80,8 @@ def test_site_preview_serves_on_a_valid_port(monkeypatch, tmp_path):
     (html / "index.html").write_text("<html></html>")
     monkeypatch.setattr(site, "html_dir_of", lambda config, conf: html)
     served = []
-    monkeypatch.setattr(history_site, "serve", lambda command, **kwargs: served.append(command) or 0)
-    code, out, _ = run(history_site.main, ["preview", "--port", "65535"])
+    monkeypatch.setattr(history_tools, "serve", lambda command, **kwargs: served.append(command) or 0)
+    code, out, _ = run(history_tools.main, ["preview", "--port", "65535"])
     assert code == 0 and "http://127.0.0.1:65535" in out
     assert served and served[0][served[0].index("--port") + 1] == "65535"
 

@@ -287,7 +287,7 @@ def test_a_nox_session_passes_a_bad_arguments_code_on(tmp_path):
 def test_preview_before_any_site_says_how_to_build_one(tmp_path):
     config = tmp_path / "asv.conf.json"
     config.write_text(json.dumps({"version": 1, "html_dir": str(tmp_path / "html"), "results_dir": str(tmp_path)}))
-    done = run(sys.executable, "-m", "tools.history_site", "preview", "--config", str(config), cwd=tmp_path)
+    done = run(sys.executable, "-m", "tools.history", "preview", "--config", str(config), cwd=tmp_path)
     assert done.returncode == 1 and "Traceback" not in said(done)
     assert (
         said(done).strip()
@@ -298,7 +298,7 @@ def test_preview_before_any_site_says_how_to_build_one(tmp_path):
 def test_what_needs_no_gpu_does_its_job(tmp_path):
     replayed = run(sys.executable, "-m", "harness", "gate", "--replay", str(RECORDED_GATE), cwd=tmp_path)
     assert replayed.returncode == 0 and said(replayed).strip().endswith("PASS")
-    listed = run(sys.executable, "-m", "harness", "history", "list", cwd=tmp_path)
+    listed = run(sys.executable, "-m", "tools.history", "list", cwd=tmp_path)
     assert listed.returncode == 0 and listed.stdout.startswith("h200: 16 commits")
     scenarios = run(sys.executable, "-m", "dev.rehearsal", "rehearse", "--list", cwd=tmp_path)
     listed = [line.split()[0] for line in scenarios.stdout.splitlines()]

@@ -547,7 +547,7 @@ NOT_RUN_IN_CI = {
     "asv publish": Why(ELSEWHERE, "tests/harness/test_site_publish.py: asv publish typed in a clone's root"),
     "asv preview": Why(
         SERVES,
-        "tests/harness/test_site_preview.py starts asv's server through tools.history_site preview, and stops it",
+        "tests/harness/test_site_preview.py starts asv's server through tools.history preview, and stops it",
     ),
     ".nox/torch/bin/python -m studies.power resample --out DIR --commit C": Why(
         TOO_LONG,

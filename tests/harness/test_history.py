@@ -230,8 +230,7 @@ def test_the_store_command_names_its_files_and_exits_1_on_a_bad_one(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "harness",
-        "history",
+        "tools.history",
         "store",
         "--config",
         str(config),

@@ -46,7 +46,7 @@ def test_the_nox_sessions_run_the_program():
     for name in ("rehearse", "act-ci"):  # the workshop's, beside the harness
         assert f'"python", "-m", "dev.rehearsal", "{name}"' in noxfile, name
     assert '"python", "-m", "tools.pins"' in noxfile  # CI's hygiene, no verdict: beside the harness too
-    assert '"python", "-m", "tools.history_site", "preview"' in noxfile  # a person's look at the site
+    assert '"python", "-m", "tools.history", "preview"' in noxfile  # a person's look at the site
 
 
 @pytest.mark.parametrize("name", sorted(program.COMMANDS))

@@ -15,7 +15,7 @@ import asv
 import pytest
 
 from harness.history import site
-from tools import history_site
+from tools import history as history_tools
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 LOCK = site.lock()
@@ -162,14 +162,14 @@ def test_our_own_pinned_file_is_checked_like_the_libraries(tmp_path, monkeypatch
     (copy / site.LOAD_FAILURE).write_text((copy / site.LOAD_FAILURE).read_text() + "\n// changed")
     with pytest.raises(ValueError, match=f"{site.LOAD_FAILURE} does not match its pinned hash"):
         site.check_assets()
-    # `python -m tools.history_site vendor` checks it without a registry to ask, and `vendor --update`
+    # `python -m tools.history vendor` checks it without a registry to ask, and `vendor --update`
     # records the change.
     pins = site.lock()
     pins["packages"] = {}
     (copy / "lock.json").write_text(json.dumps(pins))
     with pytest.raises(ValueError, match=f"{site.LOAD_FAILURE} differs from its pinned hash"):
-        history_site.vendor()
-    history_site.vendor(update=True)
+        history_tools.vendor()
+    history_tools.vendor(update=True)
     site.check_assets()
 
 
@@ -181,8 +181,8 @@ def test_vendor_without_a_registry_answer_says_so_in_one_line(monkeypatch, capsy
     def fetch(url):
         raise failure
 
-    monkeypatch.setattr(history_site, "_fetch", fetch)
-    assert history_site.main(["vendor"]) == 1
+    monkeypatch.setattr(history_tools, "_fetch", fetch)
+    assert history_tools.main(["vendor"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("site: ") and len(err.strip().splitlines()) == 1
 

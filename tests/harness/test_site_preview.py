@@ -1,4 +1,4 @@
-"""``python -m tools.history_site preview`` (``nox -s preview``) serves the site with asv's own server, a
+"""``python -m tools.history preview`` (``nox -s preview``) serves the site with asv's own server, a
 process of its own, until it is stopped. SIGINT (Ctrl-C) and SIGTERM (a service manager, ``kill``,
 ``timeout``) are both how it is stopped: exit 0, no traceback, asv's server gone with it, whether the
 signal reached this process, the server (the process listening, the one a person finds), or both."""
@@ -87,7 +87,7 @@ def end_server(pid: int, port: int) -> None:
 def test_a_stopped_preview_exits_0_and_leaves_nothing_listening(config, stop, to, tmp_path):
     port = free_port()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, "-m", "tools.history_site", "preview", "--config", str(config), "--port", str(port)]
+    command = [sys.executable, "-m", "tools.history", "preview", "--config", str(config), "--port", str(port)]
     # Its output to a file, not a pipe: a server left behind would hold a pipe open, and reading it
     # would wait for that server. A group of its own: "both" signals it as a terminal or `timeout`
     # would, and pytest stays out of it.

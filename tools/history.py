@@ -1,9 +1,12 @@
-"""The history site's workshop, beside the harness's ``python -m harness site publish``: what a person
-runs by hand, never a runner.
+"""The performance history's workshop, beside what the runner runs (``python -m harness bench``,
+``results-branch``, ``site publish``): what a person runs by hand.
 
-    python -m tools.history_site vendor [--update]                 # the vendored libraries from npm
-    python -m tools.history_site preview [--config C] [--port N]   # the built site, served (nox -s preview)
+    python -m tools.history store [--machine M] [--history DIR]   # a GPU machine's results into benchmarks/history
+    python -m tools.history list [--history DIR]                  # the machines and commits it holds
+    python -m tools.history vendor [--update]                     # the vendored libraries from npm
+    python -m tools.history preview [--config C] [--port N]       # the built site, served (nox -s preview)
 
+``store`` merges by ``harness/history/result_merge.py``'s rules, as every seeding does.
 ``vendor`` re-fetches each library ``harness/history/site_assets/lock.json`` pins from the npm
 registry, checks the tarball against the registry's integrity and the lock's, and writes the files
 the lock lists; ``--update`` records the hashes found instead (after a deliberate version change).
@@ -11,9 +14,10 @@ The runner checks the files against the lock alone (``harness.history.site.check
 ``preview`` serves the built site with asv's own server: its pages load their data over HTTP.
 
 Exit 0: done; preview: stopped by SIGINT (Ctrl-C) or SIGTERM, whether sent to this process or to
-asv's server. Exit 1: failed, said in one line; preview: no site built yet, or asv's server failed
-(its port taken, say). Exit 2: bad arguments, said in one line before anything runs: a port outside
-1 to 65535, a --config that can't be read as asv's configuration.
+asv's server. Exit 1: failed, said in one line (store: no such machine, no GPU, a file that isn't
+asv's); preview: no site built yet, or asv's server failed (its port taken, say). Exit 2: bad
+arguments, said in one line before anything runs: a port outside 1 to 65535, a --config that
+can't be read as asv's configuration.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import urllib.request
 from pathlib import Path
 
 from harness.core import command_output
-from harness.history import asvrun, site
+from harness.history import asvrun, result_merge, site, store
 
 REGISTRY = "https://registry.npmjs.org"
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -126,21 +130,50 @@ def port(text: str) -> int:
     return value
 
 
+def store_or_list(args) -> int:
+    """``store`` (every GPU machine's results, or ``--machine``'s) or ``list``; exit 1 in one line."""
+    try:
+        if args.command == "list":
+            for machine_dir in sorted(p for p in args.history.iterdir() if p.is_dir()):
+                print(f"{machine_dir.name}: {len(store.commits(machine_dir))} commits")
+            return 0
+        results = asvrun.results_dir(args.config)
+        machines = [args.machine] if args.machine else result_merge.gpu_machines(results)
+        if not machines:
+            raise ValueError(f"no GPU machine's results in {store.label(results)}: nothing to store")
+        for machine in machines:
+            count = store.store(results, machine, args.history)
+            store.say(f"{machine}: {count} result files in {store.label(args.history)}")
+    except (OSError, ValueError) as error:  # a truncated or foreign file is one line, naming it
+        print(f"history: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv=None) -> int:
     command_output.plain_streams()  # as under `python -m harness`: an argument that is no UTF-8 is quoted back
-    parser = command_output.Parser(prog="python -m tools.history_site", description=__doc__.split("\n\n")[0])
+    parser = command_output.Parser(prog="python -m tools.history", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, parser_class=command_output.Parser)
+    store_cmd = commands.add_parser("store", help="merge a GPU machine's results into benchmarks/history")
+    store_cmd.add_argument("--machine", help="asv machine name (default: every GPU machine in the results)")
+    list_cmd = commands.add_parser("list", help="the machines and commits in benchmarks/history")
+    for sub in (store_cmd, list_cmd):
+        sub.add_argument("--history", type=Path, default=store.STORE, help="the history's folder (benchmarks/history)")
     preview_cmd = commands.add_parser("preview", help="serve the built site on http://127.0.0.1:PORT")
-    asvrun.add_config(preview_cmd)
     preview_cmd.add_argument("--port", type=port, default=8080, help="1 to 65535 (default %(default)s)")
+    for sub in (store_cmd, preview_cmd):
+        asvrun.add_config(sub)
     vendor_cmd = commands.add_parser("vendor", help="re-fetch the libraries from npm and verify them")
     vendor_cmd.add_argument("--update", action="store_true", help="record new hashes (after changing a version)")
     args = parser.parse_args(argv)
-    if args.command == "preview":
+    if args.command in ("store", "preview"):
         try:
             asvrun.load_config(args.config)
         except asvrun.ConfigError as error:
             parser.error(f"--config {error}")
+    if args.command in ("store", "list"):
+        return store_or_list(args)
+    if args.command == "preview":
         return preview(args.config, args.port)
     try:
         vendor(args.update)
