@@ -169,7 +169,7 @@ def changepoints(path: Path = FILE) -> Changepoints:
 def main(argv=None) -> int:
     parser = command_output.Parser(
         prog="python -m harness gpu-types",
-        description="The GPU types the checks run on, and each type's gate threshold, as the workflows ask for them",
+        description="The GPU types the checks run on, and each type's gate threshold, as the workflows ask for them.",
     )
     parser.add_argument("what", choices=("pull-requests", "history", "threshold"))
     parser.add_argument("type", nargs="?", help="threshold: the GPU type")
