@@ -1,7 +1,7 @@
 """How the asv suite times a call, beside the weights and implementations it shares with the clock
 (``harness/core/workload.py``): the synchronized loop, cold-L2 kernel time, and a skip where there is
 no GPU. Named without asv's ``time_``/``track_`` prefixes: asv scans every module here for those.
-The studies time their loops with ``loop_seconds`` too. Nothing here touches CUDA at import.
+The studies time their loops with ``loop_seconds`` and ``interleaved_rounds`` too. Nothing here touches CUDA at import.
 """
 
 from __future__ import annotations
@@ -29,16 +29,30 @@ def loop_seconds(fn: Callable, layers: Sequence, calls: int) -> float:
     return time.perf_counter() - start
 
 
+def interleaved_rounds(
+    impls: dict, workloads: Sequence[Sequence], rounds: int, calls: int, warmup: int = 2, progress=None
+) -> dict:
+    """``times[name][round][workload]``: the seconds of ``loop_seconds(fn, layers, calls)`` for each
+    workload's layers, after ``warmup`` calls of each (compiling and planning outside the timed
+    rounds, as the puzzle does); the order reversed every other round, so drift (clocks, heat) hits
+    every implementation alike. ``progress`` gets a line per round."""
+    for fn in impls.values():
+        for layers in workloads:
+            loop_seconds(fn, layers, warmup)
+    times = {name: [] for name in impls}
+    for r in range(rounds):
+        for name in list(impls) if r % 2 == 0 else list(reversed(impls)):
+            times[name].append([loop_seconds(impls[name], layers, calls) for layers in workloads])
+        if progress is not None:
+            progress(f"round {r + 1}/{rounds}: " + ", ".join(f"{n} {sum(times[n][r]):.3f} s" for n in impls))
+    return times
+
+
 def synchronized_per_call(impls: dict, layer, rounds: int = SUITE_ROUNDS) -> dict:
     """Per-call seconds with ``torch.cuda.synchronize()`` after every call (Challenge A's loop) on one
     weight: host cost, launch latency and kernel together. ``{name: [seconds per call, one per round]}``."""
-    for fn in impls.values():  # compiling and planning outside the timed rounds, as the puzzle does
-        loop_seconds(fn, (layer,), SUITE_WARMUP)
-    times = {name: [] for name in impls}
-    for r in range(rounds):  # the order reversed every other round, so drift (clocks, heat) hits all alike
-        for name in list(impls) if r % 2 == 0 else list(reversed(impls)):
-            times[name].append(loop_seconds(impls[name], (layer,), SUITE_CALLS) / SUITE_CALLS)
-    return times
+    times = interleaved_rounds(impls, [(layer,)], rounds, SUITE_CALLS, SUITE_WARMUP)
+    return {name: [seconds / SUITE_CALLS for (seconds,) in per_round] for name, per_round in times.items()}
 
 
 def kernel_seconds(fn: Callable) -> float:

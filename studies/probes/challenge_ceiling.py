@@ -4,7 +4,7 @@ python -m studies.probes.challenge_ceiling [--rounds 7]
 
 Challenge A synchronizes after every call, so each call costs host work + launch latency + kernel +
 synchronize, and only the host work before the launch is ours to cut. This script times, in the
-gate's interleaved rounds (``utils.interleaved_rounds``), beside ``nf4kernel.dequantize`` and
+interleaved rounds of ``benchmarks/_timers.py``, beside ``nf4kernel.dequantize`` and
 Unsloth's ``fast_dequantize``, three implementations that are *not* products, only floors:
 
 * ``bare``: the planned kernel with no check at all: allocate the output and call Triton's C
@@ -28,10 +28,10 @@ import statistics
 import torch
 
 import nf4kernel
+from benchmarks import _timers
 from harness.core import workload
 from harness.core.command_output import Parser
 from nf4kernel import launch_cache
-from studies import utils
 
 
 def bare_impl(layers) -> callable:
@@ -126,7 +126,9 @@ def main(argv=None) -> int:
                 raise SystemExit(f"{name} is not bit-identical to nf4kernel on {tuple(expected.shape)}")
     print(f"device: {workload.device_name()}; all {len(impls)} implementations bit-identical on {len(layers)} weights")
 
-    times = utils.interleaved_rounds(impls, mlps, args.rounds, progress=print)
+    times = _timers.interleaved_rounds(
+        impls, [mlp.layers for mlp in mlps], args.rounds, workload.ROUNDS_PER_TIMING, progress=print
+    )
     calls = 3 * workload.ROUNDS_PER_TIMING
     print(f"\nmicroseconds per synchronized call, median of {args.rounds} rounds")
     print(f"{'':12s}" + "".join(f"{mlp.label:>22s}" for mlp in mlps) + f"{'ratio over unsloth':>26s}")
